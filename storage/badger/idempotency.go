@@ -1,0 +1,87 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// idemRecord is an admin Idempotency-Key: running under a lease, or done
+// with its stored response until Expires.
+type idemRecord struct {
+	Hash       [32]byte         `json:"h"`
+	Done       bool             `json:"d"`
+	LeaseUntil time.Time        `json:"l,omitzero"`
+	Response   storage.Response `json:"r"`
+	Expires    time.Time        `json:"x"`
+}
+
+// ClaimKey atomically claims (tenant, key) for one request.
+func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemResult, error) {
+	var res storage.IdemResult
+	k := idemKey(c.Tenant, c.Key)
+	err := db.update(ctx, 256, func(txn *bdg.Txn) error {
+		var rec idemRecord
+		err := getJSON(txn, k, &rec)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+		case err != nil:
+			return err
+		case rec.Done && c.Now.Before(rec.Expires):
+			if rec.Hash != c.RequestHash {
+				res = storage.IdemResult{State: storage.IdemMismatch}
+			} else {
+				res = storage.IdemResult{State: storage.IdemReplay, Response: rec.Response}
+			}
+			return nil
+		case !rec.Done && c.Now.Before(rec.LeaseUntil):
+			if rec.Hash != c.RequestHash {
+				res = storage.IdemResult{State: storage.IdemMismatch}
+			} else {
+				res = storage.IdemResult{State: storage.IdemInProgress, LeaseUntil: rec.LeaseUntil}
+			}
+			return nil
+		}
+		// Absent, expired, or a lease left behind by a dead request: take it.
+		res = storage.IdemResult{State: storage.IdemNew, LeaseUntil: c.LeaseUntil}
+		rec = idemRecord{Hash: c.RequestHash, LeaseUntil: c.LeaseUntil, Expires: c.LeaseUntil}
+		return putJSONTTL(txn, k, &rec, c.LeaseUntil.Sub(c.Now)+time.Hour)
+	})
+	return res, err
+}
+
+// FinishKey stores the response of a claimed key until expires.
+func (db *DB) FinishKey(ctx context.Context, tenant, key string, resp storage.Response, expires time.Time) error {
+	k := idemKey(tenant, key)
+	return db.update(ctx, 256+len(resp.Body), func(txn *bdg.Txn) error {
+		var rec idemRecord
+		if err := getJSON(txn, k, &rec); err != nil {
+			return err
+		}
+		rec.Done, rec.LeaseUntil, rec.Response, rec.Expires = true, time.Time{}, resp, expires
+		return putJSONTTL(txn, k, &rec, time.Until(expires))
+	})
+}
+
+// AbandonKey drops a claim so that a retry executes the request again.
+func (db *DB) AbandonKey(ctx context.Context, tenant, key string) error {
+	return db.update(ctx, 64, func(txn *bdg.Txn) error {
+		return txn.Delete(idemKey(tenant, key))
+	})
+}
+
+func putJSONTTL(txn *bdg.Txn, k []byte, v any, ttl time.Duration) error {
+	b, err := jsonMarshal(v)
+	if err != nil {
+		return err
+	}
+	e := bdg.NewEntry(k, b)
+	if ttl > 0 {
+		e = e.WithTTL(ttl)
+	}
+	return txn.SetEntry(e)
+}

@@ -1,0 +1,129 @@
+package badger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// dedupeRecord remembers the first answer to an inbound event ID.
+type dedupeRecord struct {
+	Hash     [32]byte         `json:"h"`
+	Response storage.Response `json:"r"`
+	Expires  time.Time        `json:"x"`
+	Event    string           `json:"e"`
+}
+
+// Accept stores an event, its deliveries and its dedupe record in one
+// durable write, or answers from an existing dedupe record.
+func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+	k := dedupeKey(req.Key.Tenant, req.Key.Source, req.Key.EventID)
+	// Fast path for retries: a committed record answers without a write.
+	var res storage.AcceptResult
+	var found bool
+	err := db.view(func(txn *bdg.Txn) error {
+		var err error
+		res, found, err = checkDedupe(txn, k, req)
+		return err
+	})
+	if err != nil || found {
+		return res, err
+	}
+	ev, err := json.Marshal(&req.Event)
+	if err != nil {
+		return res, fmt.Errorf("encode event: %w", err)
+	}
+	dls := make([][]byte, len(req.Deliveries))
+	for i := range req.Deliveries {
+		if dls[i], err = json.Marshal(&req.Deliveries[i]); err != nil {
+			return res, fmt.Errorf("encode delivery: %w", err)
+		}
+	}
+	rec, err := json.Marshal(&dedupeRecord{Hash: req.BodyHash, Response: req.Response, Expires: req.DedupeUntil, Event: req.Event.ID})
+	if err != nil {
+		return res, fmt.Errorf("encode dedupe record: %w", err)
+	}
+	size := len(ev) + len(rec) + 200*len(dls)
+	err = db.update(ctx, size, func(txn *bdg.Txn) error {
+		var err error
+		res, found, err = checkDedupe(txn, k, req)
+		if err != nil || found {
+			return err
+		}
+		res = storage.AcceptResult{Response: req.Response}
+		e := bdg.NewEntry(k, rec)
+		if ttl := time.Until(req.DedupeUntil); ttl > 0 {
+			e = e.WithTTL(ttl)
+		}
+		if err := txn.SetEntry(e); err != nil {
+			return err
+		}
+		if err := txn.Set(eventKey(req.Event.ID), ev); err != nil {
+			return err
+		}
+		if err := txn.Set(tenantEventKey(req.Event.Tenant, req.Event.ID), nil); err != nil {
+			return err
+		}
+		for i := range req.Deliveries {
+			if err := putNewDelivery(txn, &req.Deliveries[i], dls[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// checkDedupe looks up an unexpired dedupe record: found with the stored
+// answer when the body hash matches, ErrIdempotencyMismatch when not.
+func checkDedupe(txn *bdg.Txn, k []byte, req *storage.AcceptRequest) (storage.AcceptResult, bool, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return storage.AcceptResult{}, false, nil
+	}
+	if err != nil {
+		return storage.AcceptResult{}, false, err
+	}
+	var rec dedupeRecord
+	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+		return storage.AcceptResult{}, false, fmt.Errorf("decode dedupe record: %w", err)
+	}
+	if !rec.Expires.IsZero() && !req.Event.ReceivedAt.Before(rec.Expires) {
+		return storage.AcceptResult{}, false, nil
+	}
+	if rec.Hash != req.BodyHash {
+		return storage.AcceptResult{}, true, storage.ErrIdempotencyMismatch
+	}
+	return storage.AcceptResult{Replayed: true, Response: rec.Response}, true, nil
+}
+
+// putNewDelivery writes a delivery with its indexes and its outbox entry.
+func putNewDelivery(txn *bdg.Txn, d *storage.Delivery, enc []byte) error {
+	if err := txn.Set(deliveryKey(d.ID), enc); err != nil {
+		return err
+	}
+	if err := txn.Set(eventDeliveryKey(d.Event, d.ID), nil); err != nil {
+		return err
+	}
+	if err := txn.Set(endpointDeliveryKey(d.Endpoint, d.ID), nil); err != nil {
+		return err
+	}
+	if d.State.Terminal() {
+		return nil
+	}
+	return txn.Set(queueKey(d.Endpoint, dueAt(d), d.ID), nil)
+}
+
+// dueAt is where a live delivery sits in its endpoint's outbox.
+func dueAt(d *storage.Delivery) time.Time {
+	if d.State == storage.StateDelivering {
+		return d.LeaseUntil
+	}
+	return d.NextAttemptAt
+}

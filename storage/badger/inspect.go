@@ -1,0 +1,188 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// Page sizes for list calls.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 1000
+)
+
+// GetEvent reads one event.
+func (db *DB) GetEvent(ctx context.Context, id string) (storage.Event, error) {
+	var ev storage.Event
+	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, eventKey(id), &ev) })
+	return ev, err
+}
+
+// GetDelivery reads one delivery.
+func (db *DB) GetDelivery(ctx context.Context, id string) (storage.Delivery, error) {
+	var d storage.Delivery
+	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, deliveryKey(id), &d) })
+	return d, err
+}
+
+// ListAttempts returns a delivery's attempts, first to last.
+func (db *DB) ListAttempts(ctx context.Context, dlv string) ([]storage.Attempt, error) {
+	var out []storage.Attempt
+	p := append(key(prefixAttempt, dlv), sep)
+	err := db.view(func(txn *bdg.Txn) error {
+		return scanJSON(txn, p, func() any {
+			out = append(out, storage.Attempt{})
+			return &out[len(out)-1]
+		})
+	})
+	return out, err
+}
+
+// ListEvents returns a page of events, newest first.
+func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.Event, string, error) {
+	limit := pageLimit(f.Limit)
+	after, err := decodeCursor(f.Cursor, "evt_")
+	if err != nil {
+		return nil, "", err
+	}
+	p := prefixEvent
+	if f.Tenant != "" {
+		p = append(key(prefixTenantEvent, f.Tenant), sep)
+	}
+	var out []storage.Event
+	more := false
+	err = db.view(func(txn *bdg.Txn) error {
+		return scanIDsNewestFirst(txn, p, after, "evt_", f.Since, f.Until, func(id string) (bool, error) {
+			var ev storage.Event
+			if err := getJSON(txn, eventKey(id), &ev); err != nil {
+				return false, err
+			}
+			if (f.Source != "" && ev.Source != f.Source) || (f.Type != "" && ev.Type != f.Type) {
+				return true, nil
+			}
+			if len(out) == limit {
+				more = true
+				return false, nil
+			}
+			out = append(out, ev)
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if more {
+		next = encodeCursor(out[len(out)-1].ID)
+	}
+	return out, next, nil
+}
+
+// ListDeliveries returns a page of deliveries, newest first.
+func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]storage.Delivery, string, error) {
+	limit := pageLimit(f.Limit)
+	after, err := decodeCursor(f.Cursor, "dlv_")
+	if err != nil {
+		return nil, "", err
+	}
+	p := prefixDelivery
+	switch {
+	case f.Event != "":
+		p = append(key(prefixEventDelivery, f.Event), sep)
+	case f.Endpoint != "":
+		p = append(key(prefixEndpointDelivery, f.Endpoint), sep)
+	}
+	var out []storage.Delivery
+	more := false
+	err = db.view(func(txn *bdg.Txn) error {
+		return scanIDsNewestFirst(txn, p, after, "dlv_", f.Since, f.Until, func(id string) (bool, error) {
+			d, err := getDelivery(txn, id)
+			if err != nil {
+				return false, err
+			}
+			if (f.Tenant != "" && d.Tenant != f.Tenant) || (f.Endpoint != "" && d.Endpoint != f.Endpoint) ||
+				(f.Event != "" && d.Event != f.Event) || (f.State != "" && d.State != f.State) {
+				return true, nil
+			}
+			if len(out) == limit {
+				more = true
+				return false, nil
+			}
+			out = append(out, d)
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if more {
+		next = encodeCursor(out[len(out)-1].ID)
+	}
+	return out, next, nil
+}
+
+// scanIDsNewestFirst walks the time-ordered IDs that end the keys under p,
+// newest first, strictly before the cursor ID after (if any) and within
+// [since, until]. fn returns false to stop.
+func scanIDsNewestFirst(txn *bdg.Txn, p []byte, after, idPrefix string, since, until time.Time, fn func(id string) (bool, error)) error {
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, Reverse: true})
+	defer it.Close()
+	seek := append(append([]byte(nil), p...), 0xff)
+	if after != "" {
+		seek = append(append([]byte(nil), p...), after...)
+	}
+	for it.Seek(seek); it.Valid(); it.Next() {
+		id := string(it.Item().Key()[len(p):])
+		if after != "" && id == after {
+			continue
+		}
+		t, ok := storage.IDTime(idPrefix, id)
+		if !ok {
+			continue
+		}
+		if !until.IsZero() && t.UnixMilli() > until.UnixMilli() {
+			continue
+		}
+		if !since.IsZero() && t.UnixMilli() < since.UnixMilli() {
+			return nil
+		}
+		if cont, err := fn(id); err != nil || !cont {
+			return err
+		}
+	}
+	return nil
+}
+
+func pageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultLimit
+	case n > MaxLimit:
+		return MaxLimit
+	}
+	return n
+}
+
+// Cursors are opaque: the base64url of the last ID of the previous page.
+func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+func decodeCursor(c, idPrefix string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !bytes.HasPrefix(b, []byte(idPrefix)) {
+		return "", storage.ErrBadCursor
+	}
+	if _, ok := storage.IDTime(idPrefix, string(b)); !ok {
+		return "", storage.ErrBadCursor
+	}
+	return string(b), nil
+}

@@ -1,0 +1,115 @@
+package badger
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// Key layout. Every key starts with a two-letter prefix and a colon; parts
+// after it are joined with sep (0x00), which no ID or tenant contains.
+// Gateway IDs (evt_, dlv_) sort by creation time, so a prefix scan in key
+// order is a scan in time order.
+var (
+	// ev:<evt>                      → event (JSON, with the raw body)
+	prefixEvent = []byte("ev:")
+	// et:<tenant>\0<evt>            → "" (events of a tenant, for scoped listing)
+	prefixTenantEvent = []byte("et:")
+	// dd:<tenant>\0<source>\0<id>   → dedupeRecord, with a Badger TTL
+	prefixDedupe = []byte("dd:")
+	// dl:<dlv>                      → delivery (JSON)
+	prefixDelivery = []byte("dl:")
+	// de:<evt>\0<dlv>               → "" (deliveries of an event)
+	prefixEventDelivery = []byte("de:")
+	// dp:<endpoint>\0<dlv>          → "" (deliveries of an endpoint)
+	prefixEndpointDelivery = []byte("dp:")
+	// dq:<endpoint>\0<due>\0<dlv>   → "" (the outbox: one entry per live
+	// delivery, at its next attempt or, while claimed, at its lease expiry;
+	// due is 8 bytes big-endian Unix nanoseconds)
+	prefixQueue = []byte("dq:")
+	// at:<dlv>\0<n>                 → attempt (JSON); n is 4 bytes big-endian
+	prefixAttempt = []byte("at:")
+	// ep:<endpoint>                 → endpoint (JSON)
+	prefixEndpoint = []byte("ep:")
+	// sr:<source>                   → source (JSON)
+	prefixSource = []byte("sr:")
+	// ik:<tenant>\0<key>            → idemRecord (admin Idempotency-Key), with a TTL
+	prefixIdem = []byte("ik:")
+	// rp:<rpl>                      → replay job (JSON)
+	prefixReplay = []byte("rp:")
+	// zz:ping                       → last Ping write
+	keyPing = []byte("zz:ping")
+)
+
+const sep = 0x00
+
+func key(prefix []byte, parts ...string) []byte {
+	n := len(prefix)
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	k := make([]byte, 0, n)
+	k = append(k, prefix...)
+	for i, p := range parts {
+		if i > 0 {
+			k = append(k, sep)
+		}
+		k = append(k, p...)
+	}
+	return k
+}
+
+func eventKey(id string) []byte               { return key(prefixEvent, id) }
+func tenantEventKey(tenant, id string) []byte { return key(prefixTenantEvent, tenant, id) }
+func dedupeKey(tenant, source, id string) []byte {
+	return key(prefixDedupe, tenant, source, id)
+}
+func deliveryKey(id string) []byte              { return key(prefixDelivery, id) }
+func eventDeliveryKey(evt, dlv string) []byte   { return key(prefixEventDelivery, evt, dlv) }
+func endpointDeliveryKey(ep, dlv string) []byte { return key(prefixEndpointDelivery, ep, dlv) }
+func endpointKey(id string) []byte              { return key(prefixEndpoint, id) }
+func sourceKey(id string) []byte                { return key(prefixSource, id) }
+func idemKey(tenant, k string) []byte           { return key(prefixIdem, tenant, k) }
+func replayKey(id string) []byte                { return key(prefixReplay, id) }
+
+// queuePrefix is the outbox of one endpoint: dq:<endpoint>\0.
+func queuePrefix(endpoint string) []byte {
+	k := key(prefixQueue, endpoint)
+	return append(k, sep)
+}
+
+// queueKey is the outbox entry of a delivery due at t.
+func queueKey(endpoint string, t time.Time, dlv string) []byte {
+	k := queuePrefix(endpoint)
+	k = binary.BigEndian.AppendUint64(k, uint64(t.UnixNano()))
+	k = append(k, sep)
+	return append(k, dlv...)
+}
+
+// parseQueueKey returns the due time and delivery ID of an outbox key
+// under prefix p.
+func parseQueueKey(p, k []byte) (time.Time, string, bool) {
+	rest := k[len(p):]
+	if len(rest) < 10 || rest[8] != sep {
+		return time.Time{}, "", false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(rest[:8]))), string(rest[9:]), true
+}
+
+// attemptKey is attempt n of a delivery.
+func attemptKey(dlv string, n int) []byte {
+	k := key(prefixAttempt, dlv)
+	k = append(k, sep)
+	return binary.BigEndian.AppendUint32(k, uint32(n))
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+package badger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// Claim leases up to limit due deliveries of one endpoint.
+func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]storage.Job, error) {
+	var claimed []storage.Delivery
+	until := now.Add(lease)
+	err := db.update(ctx, 256*limit, func(txn *bdg.Txn) error {
+		claimed = claimed[:0]
+		due, err := scanDue(txn, endpoint, now, limit)
+		if err != nil {
+			return err
+		}
+		for _, q := range due {
+			d, err := getDelivery(txn, q.id)
+			if errors.Is(err, storage.ErrNotFound) {
+				if err := txn.Delete(q.key); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if d.State.Terminal() || !dueAt(&d).Equal(q.due) {
+				// A stale entry (the record moved on): drop it.
+				if err := txn.Delete(q.key); err != nil {
+					return err
+				}
+				continue
+			}
+			d.State = storage.StateDelivering
+			d.LeaseUntil = until
+			d.UpdatedAt = now
+			if err := moveQueue(txn, &d, q.key); err != nil {
+				return err
+			}
+			claimed = append(claimed, d)
+		}
+		return nil
+	})
+	if err != nil || len(claimed) == 0 {
+		return nil, err
+	}
+	jobs := make([]storage.Job, 0, len(claimed))
+	err = db.view(func(txn *bdg.Txn) error {
+		for _, d := range claimed {
+			var ev storage.Event
+			if err := getJSON(txn, eventKey(d.Event), &ev); err != nil {
+				return fmt.Errorf("event %s of delivery %s: %w", d.Event, d.ID, err)
+			}
+			jobs = append(jobs, storage.Job{Delivery: d, Event: ev})
+		}
+		return nil
+	})
+	return jobs, err
+}
+
+type dueEntry struct {
+	key []byte
+	due time.Time
+	id  string
+}
+
+// scanDue lists up to limit outbox entries of endpoint due at or before now.
+func scanDue(txn *bdg.Txn, endpoint string, now time.Time, limit int) ([]dueEntry, error) {
+	p := queuePrefix(endpoint)
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+	defer it.Close()
+	var out []dueEntry
+	for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
+		k := it.Item().KeyCopy(nil)
+		due, id, ok := parseQueueKey(p, k)
+		if !ok {
+			continue
+		}
+		if due.After(now) {
+			break
+		}
+		out = append(out, dueEntry{key: k, due: due, id: id})
+	}
+	return out, nil
+}
+
+// moveQueue writes d and moves its outbox entry from old (nil = none) to
+// where d now belongs (none once terminal).
+func moveQueue(txn *bdg.Txn, d *storage.Delivery, old []byte) error {
+	if old != nil {
+		if err := txn.Delete(old); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(txn, deliveryKey(d.ID), d); err != nil {
+		return err
+	}
+	if d.State.Terminal() {
+		return nil
+	}
+	return txn.Set(queueKey(d.Endpoint, dueAt(d), d.ID), nil)
+}
+
+// NextDue returns the earliest outbox time of an endpoint.
+func (db *DB) NextDue(ctx context.Context, endpoint string) (time.Time, bool, error) {
+	var due time.Time
+	var ok bool
+	err := db.view(func(txn *bdg.Txn) error {
+		p := queuePrefix(endpoint)
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if due, _, ok = parseQueueKey(p, it.Item().Key()); ok {
+				return nil
+			}
+		}
+		return nil
+	})
+	return due, ok, err
+}
+
+// Complete records an attempt and the delivery's next state.
+func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
+	att, err := json.Marshal(&out.Attempt)
+	if err != nil {
+		return fmt.Errorf("encode attempt: %w", err)
+	}
+	return db.update(ctx, 512+len(att), func(txn *bdg.Txn) error {
+		d, err := getDelivery(txn, out.Delivery)
+		if err != nil {
+			return err
+		}
+		if d.State != storage.StateDelivering || !d.LeaseUntil.Equal(out.Lease) {
+			return storage.ErrLeaseLost
+		}
+		old := queueKey(d.Endpoint, d.LeaseUntil, d.ID)
+		if out.CountAttempt {
+			d.AttemptCount++
+		}
+		d.State = out.State
+		d.LeaseUntil = time.Time{}
+		d.NextAttemptAt = out.NextAttemptAt
+		d.Interval = out.Interval
+		d.LastError = out.Attempt.Error
+		d.LastStatus = out.Attempt.StatusCode
+		d.UpdatedAt = out.Attempt.At
+		n := out.Attempt.N
+		if err := txn.Set(attemptKey(d.ID, n), att); err != nil {
+			return err
+		}
+		return moveQueue(txn, &d, old)
+	})
+}
+
+// Release returns claimed deliveries to pending without an attempt.
+func (db *DB) Release(ctx context.Context, ids []string, lease, due time.Time) error {
+	return db.update(ctx, 256*len(ids), func(txn *bdg.Txn) error {
+		var moves []storage.Delivery
+		for _, id := range ids {
+			d, err := getDelivery(txn, id)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if d.State == storage.StateDelivering && d.LeaseUntil.Equal(lease) {
+				moves = append(moves, d)
+			}
+		}
+		for i := range moves {
+			d := &moves[i]
+			old := queueKey(d.Endpoint, d.LeaseUntil, d.ID)
+			d.State = storage.StatePending
+			d.LeaseUntil = time.Time{}
+			d.NextAttemptAt = due
+			if err := moveQueue(txn, d, old); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Enqueue adds new deliveries of stored events.
+func (db *DB) Enqueue(ctx context.Context, ds []storage.Delivery) error {
+	encs := make([][]byte, len(ds))
+	size := 0
+	for i := range ds {
+		var err error
+		if encs[i], err = json.Marshal(&ds[i]); err != nil {
+			return fmt.Errorf("encode delivery: %w", err)
+		}
+		size += len(encs[i]) + 200
+	}
+	return db.update(ctx, size, func(txn *bdg.Txn) error {
+		for i := range ds {
+			if _, err := txn.Get(eventKey(ds[i].Event)); err != nil {
+				if errors.Is(err, bdg.ErrKeyNotFound) {
+					return fmt.Errorf("event %s: %w", ds[i].Event, storage.ErrNotFound)
+				}
+				return err
+			}
+		}
+		for i := range ds {
+			if err := putNewDelivery(txn, &ds[i], encs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Retry makes a delivery due now with a fresh retry budget.
+func (db *DB) Retry(ctx context.Context, id string, now time.Time) (storage.Delivery, error) {
+	var out storage.Delivery
+	err := db.update(ctx, 512, func(txn *bdg.Txn) error {
+		d, err := getDelivery(txn, id)
+		if err != nil {
+			return err
+		}
+		if d.State == storage.StateCancelled {
+			return fmt.Errorf("delivery %s is cancelled: %w", id, storage.ErrConflict)
+		}
+		var old []byte
+		if !d.State.Terminal() {
+			old = queueKey(d.Endpoint, dueAt(&d), d.ID)
+		}
+		d.State = storage.StatePending
+		d.LeaseUntil = time.Time{}
+		d.NextAttemptAt = now
+		d.RetryFrom = now
+		d.Interval = 0
+		d.UpdatedAt = now
+		out = d
+		return moveQueue(txn, &d, old)
+	})
+	return out, err
+}
+
+// CancelEndpoint cancels the live deliveries of an endpoint, in chunks so
+// that a large backlog never makes one transaction too big.
+func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := db.update(ctx, 256*512, func(txn *bdg.Txn) error {
+			n = 0
+			due, err := scanDue(txn, endpoint, time.Unix(0, 1<<62), 512)
+			if err != nil {
+				return err
+			}
+			var moves []storage.Delivery
+			for _, q := range due {
+				d, err := getDelivery(txn, q.id)
+				if err != nil && !errors.Is(err, storage.ErrNotFound) {
+					return err
+				}
+				moves = append(moves, d)
+			}
+			for i, q := range due {
+				if err := txn.Delete(q.key); err != nil {
+					return err
+				}
+				d := &moves[i]
+				if d.ID == "" || d.State.Terminal() {
+					continue
+				}
+				d.State = storage.StateCancelled
+				d.LeaseUntil = time.Time{}
+				d.UpdatedAt = time.Now().UTC()
+				if err := putJSON(txn, deliveryKey(d.ID), d); err != nil {
+					return err
+				}
+				n++
+			}
+			if len(due) == 0 {
+				n = -1
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		if n < 0 {
+			return total, nil
+		}
+		total += n
+	}
+}
+
+func getDelivery(txn *bdg.Txn, id string) (storage.Delivery, error) {
+	var d storage.Delivery
+	err := getJSON(txn, deliveryKey(id), &d)
+	return d, err
+}
+
+// getJSON decodes the value at k into v; ErrNotFound when absent.
+func getJSON(txn *bdg.Txn, k []byte, v any) error {
+	item, err := txn.Get(k)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return storage.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return item.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+}
+
+// putJSON encodes v at k.
+func putJSON(txn *bdg.Txn, k []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", k[:2], err)
+	}
+	return txn.Set(k, b)
+}

@@ -1,0 +1,85 @@
+package badger
+
+import (
+	"context"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// Purge deletes up to limit events received before cutoff, with their
+// deliveries, outbox entries and attempts. Event IDs are time-ordered, so
+// the oldest events are the first keys.
+func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	n := 0
+	err := db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
+		n = 0
+		var dels [][]byte
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixEvent})
+		var events []storage.Event
+		for it.Rewind(); it.Valid() && len(events) < limit; it.Next() {
+			id := string(it.Item().Key()[len(prefixEvent):])
+			t, ok := storage.IDTime("evt_", id)
+			if ok && !t.Before(cutoff) {
+				break
+			}
+			var ev storage.Event
+			if err := it.Item().Value(func(b []byte) error { return jsonUnmarshal(b, &ev) }); err != nil {
+				it.Close()
+				return err
+			}
+			ev.ID = id
+			events = append(events, ev)
+		}
+		it.Close()
+		for _, ev := range events {
+			dels = append(dels, eventKey(ev.ID), tenantEventKey(ev.Tenant, ev.ID))
+			ks, err := eventDeliveryKeys(txn, ev.ID)
+			if err != nil {
+				return err
+			}
+			dels = append(dels, ks...)
+		}
+		for _, k := range dels {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(events)
+		return nil
+	})
+	return n, err
+}
+
+// eventDeliveryKeys lists every key that belongs to the deliveries of an
+// event: indexes, records, outbox entries and attempts.
+func eventDeliveryKeys(txn *bdg.Txn, evt string) ([][]byte, error) {
+	p := append(key(prefixEventDelivery, evt), sep)
+	var ids []string
+	var out [][]byte
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+	for it.Rewind(); it.Valid(); it.Next() {
+		out = append(out, it.Item().KeyCopy(nil))
+		ids = append(ids, string(it.Item().Key()[len(p):]))
+	}
+	it.Close()
+	for _, id := range ids {
+		d, err := getDelivery(txn, id)
+		if err != nil {
+			continue
+		}
+		out = append(out, deliveryKey(id), endpointDeliveryKey(d.Endpoint, id))
+		if !d.State.Terminal() {
+			out = append(out, queueKey(d.Endpoint, dueAt(&d), id))
+		}
+		ap := append(key(prefixAttempt, id), sep)
+		ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap})
+		for ai.Rewind(); ai.Valid(); ai.Next() {
+			out = append(out, ai.Item().KeyCopy(nil))
+		}
+		ai.Close()
+	}
+	return out, nil
+}

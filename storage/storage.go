@@ -1,0 +1,393 @@
+// Package storage says what hookgate's store promises, independently of the
+// engine behind it. The embedded engine is storage/badger; a Postgres engine
+// for running several gateways will implement the same interfaces and pass
+// the same conformance suite (storage/storagetest).
+//
+// The store is deliberately dumb about webhooks: callers build records
+// (events, deliveries, responses) and the store makes them durable
+// atomically. Every write that returns nil is on disk (fsynced).
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors a caller branches on.
+var (
+	// ErrNotFound is returned when a record does not exist (or is not visible
+	// to the tenant asking for it).
+	ErrNotFound = errors.New("not found")
+	// ErrIdempotencyMismatch is returned when an idempotency key (an inbound
+	// event ID or an admin Idempotency-Key) is reused with a different request.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+	// ErrLeaseLost is returned when a worker writes the outcome of a claim it
+	// no longer holds: its lease expired and the record moved on.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrClosed is returned by every method once the store is closed.
+	ErrClosed = errors.New("store closed")
+	// ErrConflict is returned when a create would overwrite an existing record.
+	ErrConflict = errors.New("already exists")
+	// ErrBadCursor is returned for a pagination cursor the store did not make.
+	ErrBadCursor = errors.New("invalid cursor")
+)
+
+// Store is everything hookgate needs from a storage engine. Consumers should
+// depend on the narrowest interface they use.
+type Store interface {
+	Ingester
+	Outbox
+	Catalog
+	Inspector
+	Idempotency
+	Replays
+	Maintainer
+	// Ping reports whether the store is open and writable.
+	Ping(ctx context.Context) error
+	// Close flushes and closes the store. It is safe to call more than once.
+	Close() error
+}
+
+// Ingester records inbound events.
+type Ingester interface {
+	// Accept stores an event and its deliveries in one durable write, unless
+	// the dedupe key is already known: then it returns the stored response
+	// with Replayed set (same body hash) or ErrIdempotencyMismatch.
+	Accept(ctx context.Context, req *AcceptRequest) (AcceptResult, error)
+}
+
+// Outbox is the persistent delivery queue.
+type Outbox interface {
+	// Claim leases up to limit deliveries of one endpoint that are due at
+	// now (pending, or delivering with an expired lease), oldest due first.
+	Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]Job, error)
+	// NextDue returns when the earliest delivery of the endpoint becomes due
+	// (a pending due time or a lease expiry); ok is false when there is none.
+	NextDue(ctx context.Context, endpoint string) (due time.Time, ok bool, err error)
+	// Complete records one attempt and the delivery's new state in one write.
+	// It fails with ErrLeaseLost unless the delivery is still held under
+	// out.Lease.
+	Complete(ctx context.Context, out *Outcome) error
+	// Release returns claimed deliveries to pending, due at the given time,
+	// without counting an attempt (shutdown, a paused endpoint).
+	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
+	// Enqueue adds deliveries of already stored events (replay), due at their
+	// NextAttemptAt.
+	Enqueue(ctx context.Context, ds []Delivery) error
+	// Retry makes a delivery due again at now with a fresh retry budget,
+	// whatever its state but cancelled. Its attempts are kept.
+	Retry(ctx context.Context, id string, now time.Time) (Delivery, error)
+	// CancelEndpoint cancels every pending delivery of an endpoint (deleted).
+	CancelEndpoint(ctx context.Context, endpoint string) (int, error)
+}
+
+// Catalog keeps endpoints and sources.
+type Catalog interface {
+	PutEndpoint(ctx context.Context, ep *Endpoint) error
+	GetEndpoint(ctx context.Context, id string) (Endpoint, error)
+	ListEndpoints(ctx context.Context) ([]Endpoint, error)
+	DeleteEndpoint(ctx context.Context, id string) error
+	PutSource(ctx context.Context, src *Source) error
+	GetSource(ctx context.Context, id string) (Source, error)
+	ListSources(ctx context.Context) ([]Source, error)
+	DeleteSource(ctx context.Context, id string) error
+}
+
+// Inspector reads events, deliveries and attempts for the admin API.
+type Inspector interface {
+	GetEvent(ctx context.Context, id string) (Event, error)
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, string, error)
+	GetDelivery(ctx context.Context, id string) (Delivery, error)
+	ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, string, error)
+	ListAttempts(ctx context.Context, delivery string) ([]Attempt, error)
+}
+
+// Idempotency backs the Idempotency-Key header of admin POSTs.
+type Idempotency interface {
+	// ClaimKey atomically claims (tenant, key) for a request with the given
+	// hash. See IdemState for the outcomes.
+	ClaimKey(ctx context.Context, c IdemClaim) (IdemResult, error)
+	// FinishKey stores the response of a claimed key until expiry.
+	FinishKey(ctx context.Context, tenant, key string, resp Response, expires time.Time) error
+	// AbandonKey drops a claim whose request failed before it had an effect,
+	// so that a retry executes it again.
+	AbandonKey(ctx context.Context, tenant, key string) error
+}
+
+// Replays keeps bulk replay jobs.
+type Replays interface {
+	PutReplay(ctx context.Context, job *ReplayJob) error
+	GetReplay(ctx context.Context, id string) (ReplayJob, error)
+	ListReplays(ctx context.Context, state ReplayState) ([]ReplayJob, error)
+}
+
+// Maintainer removes what has outlived retention.
+type Maintainer interface {
+	// Purge deletes events received before cutoff, with their deliveries and
+	// attempts, at most limit events per call. It returns how many it deleted.
+	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
+}
+
+// DedupeKey names one logical inbound event: dedupe scope is (tenant, source).
+type DedupeKey struct {
+	Tenant  string
+	Source  string
+	EventID string
+}
+
+// Response is a stored HTTP answer, replayed byte for byte.
+type Response struct {
+	Status int    `json:"status"`
+	Body   []byte `json:"body"`
+}
+
+// AcceptRequest is one inbound event to record.
+type AcceptRequest struct {
+	Key DedupeKey
+	// BodyHash identifies the request for the same-ID-different-body check.
+	BodyHash [32]byte
+	// DedupeUntil is when the dedupe record expires.
+	DedupeUntil time.Time
+	Event       Event
+	Deliveries  []Delivery
+	// Response is what the first request is answered, stored for replays.
+	Response Response
+}
+
+// AcceptResult tells whether the request was new or a replay.
+type AcceptResult struct {
+	Replayed bool
+	Response Response
+}
+
+// Event is one accepted webhook, stored with its raw body.
+type Event struct {
+	ID             string            `json:"id"`
+	Tenant         string            `json:"tenant"`
+	Source         string            `json:"source"`
+	EventID        string            `json:"event_id"`
+	Type           string            `json:"type"`
+	ReceivedAt     time.Time         `json:"received_at"`
+	ContentType    string            `json:"content_type"`
+	Headers        map[string]string `json:"headers"`
+	Body           []byte            `json:"body"`
+	IdempotencyKey string            `json:"idempotency_key"`
+}
+
+// DeliveryState is where a delivery is in its life.
+type DeliveryState string
+
+// Delivery states.
+const (
+	StatePending    DeliveryState = "pending"
+	StateDelivering DeliveryState = "delivering"
+	StateSucceeded  DeliveryState = "succeeded"
+	StateFailed     DeliveryState = "failed"
+	StateCancelled  DeliveryState = "cancelled"
+)
+
+// Terminal reports whether no further attempt will be made.
+func (s DeliveryState) Terminal() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCancelled
+}
+
+// Delivery is one event on its way to one endpoint. Its retry state is data:
+// attempt count, due time, lease and backoff interval live in the record.
+type Delivery struct {
+	ID             string        `json:"id"`
+	Event          string        `json:"event"`
+	Tenant         string        `json:"tenant"`
+	Endpoint       string        `json:"endpoint"`
+	IdempotencyKey string        `json:"idempotency_key"`
+	State          DeliveryState `json:"state"`
+	AttemptCount   int           `json:"attempt_count"`
+	CreatedAt      time.Time     `json:"created_at"`
+	NextAttemptAt  time.Time     `json:"next_attempt_at"`
+	// LeaseUntil is set while State is delivering: the claim's expiry.
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	// RetryFrom is when the current retry budget started (creation, or a
+	// manual retry); max_elapsed counts from it.
+	RetryFrom time.Time `json:"retry_from"`
+	// Interval is the current (unrandomized) backoff interval.
+	Interval   time.Duration `json:"interval"`
+	LastError  string        `json:"last_error,omitempty"`
+	LastStatus int           `json:"last_status,omitempty"`
+	UpdatedAt  time.Time     `json:"updated_at"`
+}
+
+// Job is a claimed delivery with the event it carries.
+type Job struct {
+	Delivery Delivery
+	Event    Event
+}
+
+// Attempt is the record of one try.
+type Attempt struct {
+	N          int           `json:"n"`
+	At         time.Time     `json:"at"`
+	StatusCode int           `json:"status_code"`
+	Latency    time.Duration `json:"latency"`
+	Error      string        `json:"error,omitempty"`
+	Response   string        `json:"response,omitempty"`
+}
+
+// Outcome is the result of one attempt and the state it leads to.
+type Outcome struct {
+	Delivery string
+	// Lease is the claim this outcome belongs to (Delivery.LeaseUntil at claim).
+	Lease   time.Time
+	Attempt Attempt
+	// State is pending (retry at NextAttemptAt), succeeded or failed.
+	State         DeliveryState
+	NextAttemptAt time.Time
+	Interval      time.Duration
+	// CountAttempt is false when the attempt must not use the retry budget
+	// (the endpoint was paused); the attempt record is still written.
+	CountAttempt bool
+}
+
+// Secret is one endpoint signing secret; an old one keeps signing until
+// ExpiresAt after a rotation.
+type Secret struct {
+	Value     string    `json:"value"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// RetryPolicy is an endpoint's backoff.
+type RetryPolicy struct {
+	InitialInterval time.Duration `json:"initial_interval"`
+	Multiplier      float64       `json:"multiplier"`
+	MaxInterval     time.Duration `json:"max_interval"`
+	Randomization   float64       `json:"randomization"`
+	MaxAttempts     int           `json:"max_attempts"`
+	MaxElapsed      time.Duration `json:"max_elapsed"`
+}
+
+// Endpoint is a subscriber.
+type Endpoint struct {
+	ID             string            `json:"id"`
+	Tenant         string            `json:"tenant"`
+	URL            string            `json:"url"`
+	Secrets        []Secret          `json:"secrets"`
+	Sources        []string          `json:"sources,omitempty"`
+	EventTypes     []string          `json:"event_types,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	Timeout        time.Duration     `json:"timeout"`
+	MaxInFlight    int               `json:"max_in_flight"`
+	RateLimit      float64           `json:"rate_limit"`
+	Retry          RetryPolicy       `json:"retry"`
+	Disabled       bool              `json:"disabled"`
+	DisabledReason string            `json:"disabled_reason,omitempty"`
+	// FromConfig marks endpoints applied from config.yaml at start.
+	FromConfig bool      `json:"from_config,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// VerifyConfig is how a source's requests are authenticated.
+type VerifyConfig struct {
+	Scheme    string        `json:"scheme"`
+	Secrets   []string      `json:"secrets,omitempty"`
+	Tolerance time.Duration `json:"tolerance,omitempty"`
+	Header    string        `json:"header,omitempty"`
+	Algorithm string        `json:"algorithm,omitempty"`
+	Encoding  string        `json:"encoding,omitempty"`
+	Prefix    string        `json:"prefix,omitempty"`
+}
+
+// Source is a provider posting to /ingest/{ID}.
+type Source struct {
+	ID         string       `json:"id"`
+	Tenant     string       `json:"tenant"`
+	Verify     VerifyConfig `json:"verify"`
+	EventID    string       `json:"event_id,omitempty"`
+	EventType  string       `json:"event_type,omitempty"`
+	FromConfig bool         `json:"from_config,omitempty"`
+	CreatedAt  time.Time    `json:"created_at"`
+	UpdatedAt  time.Time    `json:"updated_at"`
+}
+
+// EventFilter selects events; zero fields match everything. Results are
+// newest first.
+type EventFilter struct {
+	Tenant string // "" = all tenants
+	Source string
+	Type   string
+	Since  time.Time
+	Until  time.Time
+	Limit  int
+	Cursor string
+}
+
+// DeliveryFilter selects deliveries, newest first.
+type DeliveryFilter struct {
+	Tenant   string
+	Endpoint string
+	State    DeliveryState
+	Event    string
+	Since    time.Time
+	Until    time.Time
+	Limit    int
+	Cursor   string
+}
+
+// IdemClaim asks for an admin idempotency key.
+type IdemClaim struct {
+	Tenant      string
+	Key         string
+	RequestHash [32]byte
+	Now         time.Time
+	LeaseUntil  time.Time
+}
+
+// IdemState is the outcome of ClaimKey.
+type IdemState int
+
+// ClaimKey outcomes.
+const (
+	// IdemNew: the caller holds the key and must execute the request.
+	IdemNew IdemState = iota
+	// IdemReplay: the request ran before; Response holds its answer.
+	IdemReplay
+	// IdemInProgress: another request holds the key until LeaseUntil.
+	IdemInProgress
+	// IdemMismatch: the key was used for a different request.
+	IdemMismatch
+)
+
+// IdemResult is what ClaimKey found.
+type IdemResult struct {
+	State      IdemState
+	Response   Response
+	LeaseUntil time.Time
+}
+
+// ReplayState is where a bulk replay is.
+type ReplayState string
+
+// Replay states.
+const (
+	ReplayRunning   ReplayState = "running"
+	ReplayCompleted ReplayState = "completed"
+	ReplayFailed    ReplayState = "failed"
+)
+
+// ReplayJob is a bulk replay, persisted so that it resumes after a restart.
+type ReplayJob struct {
+	ID       string      `json:"id"`
+	Tenant   string      `json:"tenant"`
+	Source   string      `json:"source,omitempty"`
+	Endpoint string      `json:"endpoint,omitempty"`
+	Status   string      `json:"status,omitempty"`
+	Since    time.Time   `json:"since,omitzero"`
+	Until    time.Time   `json:"until,omitzero"`
+	State    ReplayState `json:"state"`
+	Matched  int         `json:"matched"`
+	Enqueued int         `json:"enqueued"`
+	// Cursor is where a resumed job continues.
+	Cursor    string    `json:"cursor,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
