@@ -102,6 +102,9 @@ func cmpOr(v, d int64) int64 {
 	return d
 }
 
+// Dir returns the directory the store lives in.
+func (db *DB) Dir() string { return db.db.Opts().Dir }
+
 // Close stops the writer after the operations already queued, then closes
 // Badger (which flushes and syncs). Safe to call more than once.
 func (db *DB) Close() error {

@@ -1,0 +1,607 @@
+// Package storagetest is the conformance suite every storage engine runs:
+// the promises of package storage, checked against a real engine.
+package storagetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// Opener opens a fresh, empty store for one test. The suite closes it.
+// Reopen, when not nil, closes the store and opens it again on the same
+// data (a restart).
+type Opener struct {
+	Open   func(t *testing.T) storage.Store
+	Reopen func(t *testing.T, s storage.Store) storage.Store
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, o Opener) {
+	tests := map[string]func(*testing.T, Opener){
+		"AcceptThenReplay":         testAcceptThenReplay,
+		"AcceptMismatch":           testAcceptMismatch,
+		"AcceptScopes":             testAcceptScopes,
+		"AcceptConcurrent":         testAcceptConcurrent,
+		"AcceptExpiry":             testAcceptExpiry,
+		"AcceptSurvivesRestart":    testAcceptSurvivesRestart,
+		"ClaimCompleteRetry":       testClaimCompleteRetry,
+		"ClaimLeaseExpiry":         testClaimLeaseExpiry,
+		"CompleteLeaseLost":        testCompleteLeaseLost,
+		"ReleaseAndNextDue":        testReleaseAndNextDue,
+		"EnqueueAndRetry":          testEnqueueAndRetry,
+		"CancelEndpoint":           testCancelEndpoint,
+		"ListEventsPaging":         testListEventsPaging,
+		"ListDeliveriesFilters":    testListDeliveriesFilters,
+		"Catalog":                  testCatalog,
+		"IdempotencyKeys":          testIdempotencyKeys,
+		"IdempotencyConcurrent":    testIdempotencyConcurrent,
+		"Replays":                  testReplays,
+		"Purge":                    testPurge,
+		"ClosedStoreRefusesWrites": testClosed,
+	}
+	for name, fn := range tests {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					f, isFailure := r.(failure)
+					if !isFailure {
+						panic(r)
+					}
+					t.Fatalf("unexpected error: %v", f.err)
+				}
+			}()
+			fn(t, o)
+		})
+	}
+}
+
+func open(t *testing.T, o Opener) storage.Store {
+	t.Helper()
+	s := o.Open(t)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// event builds an accept request for (tenant, source, id) with one
+// delivery per endpoint, due at now.
+func event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.AcceptRequest {
+	evt := storage.NewID("evt_", now)
+	req := &storage.AcceptRequest{
+		Key:         storage.DedupeKey{Tenant: tenant, Source: source, EventID: id},
+		BodyHash:    sha256.Sum256([]byte(body)),
+		DedupeUntil: now.Add(time.Hour),
+		Event: storage.Event{
+			ID: evt, Tenant: tenant, Source: source, EventID: id, Type: "test.event",
+			ReceivedAt: now, ContentType: "application/json", Body: []byte(body),
+			Headers:        map[string]string{"X-Test": "1"},
+			IdempotencyKey: storage.IdempotencyKey(tenant, source, id),
+		},
+		Response: storage.Response{Status: 202, Body: []byte(fmt.Sprintf(`{"id":%q,"event_id":%q}`, evt, id))},
+	}
+	for _, ep := range endpoints {
+		req.Deliveries = append(req.Deliveries, storage.Delivery{
+			ID: storage.NewID("dlv_", now), Event: evt, Tenant: tenant, Endpoint: ep,
+			IdempotencyKey: req.Event.IdempotencyKey, State: storage.StatePending,
+			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
+		})
+	}
+	return req
+}
+
+// failure carries an unexpected error from must to the test's recover.
+type failure struct{ err error }
+
+// must returns v, or fails the running test when err is not nil (Run
+// recovers the failure and reports it with t.Fatal).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(failure{err})
+	}
+	return v
+}
+
+// ok fails the running test when err is not nil.
+func ok(err error) {
+	if err != nil {
+		panic(failure{err})
+	}
+}
+
+func testAcceptThenReplay(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "evt_1", `{"a":1}`, now, "ep1")
+	res := must(s.Accept(ctx, req))
+	if res.Replayed || res.Response.Status != 202 {
+		t.Fatalf("first accept: %+v", res)
+	}
+	again := event("acme", "stripe", "evt_1", `{"a":1}`, now)
+	res2 := must(s.Accept(ctx, again))
+	if !res2.Replayed || string(res2.Response.Body) != string(req.Response.Body) {
+		t.Fatalf("replay: got %+v, want body %s", res2, req.Response.Body)
+	}
+	if _, err := s.GetEvent(ctx, again.Event.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a replay stored a second event: %v", err)
+	}
+	ev := must(s.GetEvent(ctx, req.Event.ID))
+	if string(ev.Body) != `{"a":1}` || ev.Headers["X-Test"] != "1" || ev.EventID != "evt_1" {
+		t.Fatalf("stored event: %+v", ev)
+	}
+	ds, _ := must2(s.ListDeliveries(ctx, storage.DeliveryFilter{Event: req.Event.ID}))
+	if len(ds) != 1 || ds[0].Endpoint != "ep1" || ds[0].State != storage.StatePending {
+		t.Fatalf("deliveries: %+v", ds)
+	}
+}
+
+// must2 is must for two results.
+func must2[A, B any](a A, b B, err error) (A, B) {
+	ok(err)
+	return a, b
+}
+
+func testAcceptMismatch(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	must(s.Accept(ctx, event("acme", "stripe", "x", "one", now)))
+	_, err := s.Accept(ctx, event("acme", "stripe", "x", "two", now))
+	if !errors.Is(err, storage.ErrIdempotencyMismatch) {
+		t.Fatalf("different body: got %v, want ErrIdempotencyMismatch", err)
+	}
+}
+
+func testAcceptScopes(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	for _, k := range [][2]string{{"acme", "stripe"}, {"other", "stripe"}, {"acme", "github"}} {
+		res := must(s.Accept(ctx, event(k[0], k[1], "same-id", "body-"+k[0]+k[1], now)))
+		if res.Replayed {
+			t.Fatalf("%v: same ID in another scope was treated as a duplicate", k)
+		}
+	}
+}
+
+func testAcceptConcurrent(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	const n = 64
+	var wg sync.WaitGroup
+	results := make([]storage.AcceptResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = s.Accept(ctx, event("acme", "stripe", "race", "body", now, "ep1"))
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !results[i].Replayed {
+			fresh++
+		}
+		if string(results[i].Response.Body) != string(results[0].Response.Body) {
+			t.Fatalf("answers differ: %s vs %s", results[i].Response.Body, results[0].Response.Body)
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d requests were accepted as new, want exactly 1", fresh)
+	}
+	evs, _ := must2(s.ListEvents(ctx, storage.EventFilter{}))
+	ds, _ := must2(s.ListDeliveries(ctx, storage.DeliveryFilter{}))
+	if len(evs) != 1 || len(ds) != 1 {
+		t.Fatalf("stored %d events and %d deliveries, want 1 and 1", len(evs), len(ds))
+	}
+}
+
+func testAcceptExpiry(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "short", "one", now)
+	req.DedupeUntil = now.Add(1500 * time.Millisecond)
+	must(s.Accept(ctx, req))
+	// Once the window has passed, the ID is new again, even with another body.
+	later := event("acme", "stripe", "short", "two", now.Add(2*time.Second))
+	res, err := s.Accept(ctx, later)
+	if err != nil || res.Replayed {
+		t.Fatalf("dedupe record did not expire: %+v %v", res, err)
+	}
+	// And the new record is the one remembered now.
+	res, err = s.Accept(ctx, event("acme", "stripe", "short", "two", now.Add(3*time.Second)))
+	if err != nil || !res.Replayed || string(res.Response.Body) != string(later.Response.Body) {
+		t.Fatalf("after expiry the new answer is not remembered: %+v %v", res, err)
+	}
+}
+
+func testAcceptSurvivesRestart(t *testing.T, o Opener) {
+	if o.Reopen == nil {
+		t.Skip("engine has no reopen")
+	}
+	s, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "durable", "body", now, "ep1")
+	must(s.Accept(ctx, req))
+	s = o.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	res := must(s.Accept(ctx, event("acme", "stripe", "durable", "body", now)))
+	if !res.Replayed || string(res.Response.Body) != string(req.Response.Body) {
+		t.Fatalf("after restart: %+v", res)
+	}
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if len(jobs) != 1 || string(jobs[0].Event.Body) != "body" {
+		t.Fatalf("pending delivery lost in restart: %+v", jobs)
+	}
+}
+
+func testClaimCompleteRetry(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "c1", "body", now, "ep1", "ep2")
+	must(s.Accept(ctx, req))
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if len(jobs) != 1 || jobs[0].Delivery.Endpoint != "ep1" || jobs[0].Delivery.State != storage.StateDelivering {
+		t.Fatalf("claim: %+v", jobs)
+	}
+	if again := must(s.Claim(ctx, "ep1", now, 10, time.Minute)); len(again) != 0 {
+		t.Fatalf("a leased delivery was claimed twice: %+v", again)
+	}
+	d := jobs[0].Delivery
+	next := now.Add(5 * time.Second)
+	ok(s.Complete(ctx, &storage.Outcome{
+		Delivery: d.ID, Lease: d.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 500, Error: "HTTP 500", Response: "oops"},
+		State:   storage.StatePending, NextAttemptAt: next, Interval: 5 * time.Second,
+	}))
+	if early := must(s.Claim(ctx, "ep1", now.Add(time.Second), 10, time.Minute)); len(early) != 0 {
+		t.Fatalf("claimed before its due time: %+v", early)
+	}
+	jobs = must(s.Claim(ctx, "ep1", next, 10, time.Minute))
+	if len(jobs) != 1 || jobs[0].Delivery.AttemptCount != 1 || jobs[0].Delivery.Interval != 5*time.Second {
+		t.Fatalf("retry claim: %+v", jobs)
+	}
+	d = jobs[0].Delivery
+	ok(s.Complete(ctx, &storage.Outcome{
+		Delivery: d.ID, Lease: d.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 2, At: next, StatusCode: 200}, State: storage.StateSucceeded,
+	}))
+	got := must(s.GetDelivery(ctx, d.ID))
+	atts := must(s.ListAttempts(ctx, d.ID))
+	if got.State != storage.StateSucceeded || got.AttemptCount != 2 || len(atts) != 2 || atts[0].Response != "oops" || atts[1].StatusCode != 200 {
+		t.Fatalf("final: %+v attempts %+v", got, atts)
+	}
+	if more := must(s.Claim(ctx, "ep1", next.Add(time.Hour), 10, time.Minute)); len(more) != 0 {
+		t.Fatalf("a succeeded delivery was claimed: %+v", more)
+	}
+	if other := must(s.Claim(ctx, "ep2", now, 10, time.Minute)); len(other) != 1 {
+		t.Fatalf("ep2's delivery: %+v", other)
+	}
+}
+
+func testClaimLeaseExpiry(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	must(s.Accept(ctx, event("acme", "stripe", "l1", "body", now, "ep1")))
+	first := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	// The worker died: no Complete. After the lease the delivery is due again.
+	if got := must(s.Claim(ctx, "ep1", now.Add(59*time.Second), 10, time.Minute)); len(got) != 0 {
+		t.Fatalf("claimed under a live lease: %+v", got)
+	}
+	again := must(s.Claim(ctx, "ep1", now.Add(61*time.Second), 10, time.Minute))
+	if len(again) != 1 || again[0].Delivery.ID != first[0].Delivery.ID {
+		t.Fatalf("expired lease not reclaimed: %+v", again)
+	}
+	// The dead worker's late outcome must not overwrite the new claim.
+	err := s.Complete(ctx, &storage.Outcome{Delivery: first[0].Delivery.ID, Lease: first[0].Delivery.LeaseUntil,
+		Attempt: storage.Attempt{N: 1, At: now}, State: storage.StateSucceeded, CountAttempt: true})
+	if !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("stale complete: got %v, want ErrLeaseLost", err)
+	}
+}
+
+func testCompleteLeaseLost(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	err := s.Complete(ctx, &storage.Outcome{Delivery: "dlv_missing", State: storage.StateSucceeded})
+	if !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("complete of unknown delivery: %v", err)
+	}
+}
+
+func testReleaseAndNextDue(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	if _, found := must2(s.NextDue(ctx, "ep1")); found {
+		t.Fatal("empty outbox has a due time")
+	}
+	must(s.Accept(ctx, event("acme", "stripe", "r1", "body", now, "ep1")))
+	due, found := must2(s.NextDue(ctx, "ep1"))
+	if !found || !due.Equal(now) {
+		t.Fatalf("next due %v %v, want %v", due, found, now)
+	}
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if due, _ = must2(s.NextDue(ctx, "ep1")); !due.Equal(now.Add(time.Minute)) {
+		t.Fatalf("next due while leased = %v, want the lease expiry", due)
+	}
+	later := now.Add(10 * time.Second)
+	ok(s.Release(ctx, []string{jobs[0].Delivery.ID}, jobs[0].Delivery.LeaseUntil, later))
+	d := must(s.GetDelivery(ctx, jobs[0].Delivery.ID))
+	if d.State != storage.StatePending || d.AttemptCount != 0 || !d.NextAttemptAt.Equal(later) {
+		t.Fatalf("released: %+v", d)
+	}
+	if due, _ = must2(s.NextDue(ctx, "ep1")); !due.Equal(later) {
+		t.Fatalf("next due after release = %v", due)
+	}
+}
+
+func testEnqueueAndRetry(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "e1", "body", now, "ep1")
+	must(s.Accept(ctx, req))
+	d := req.Deliveries[0]
+	d.ID = storage.NewID("dlv_", now)
+	ok(s.Enqueue(ctx, []storage.Delivery{d}))
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if len(jobs) != 2 || jobs[0].Delivery.IdempotencyKey != jobs[1].Delivery.IdempotencyKey {
+		t.Fatalf("replayed delivery: %+v", jobs)
+	}
+	for _, j := range jobs {
+		ok(s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
+			Attempt: storage.Attempt{N: 1, At: now, StatusCode: 400}, State: storage.StateFailed}))
+	}
+	later := now.Add(time.Hour)
+	r := must(s.Retry(ctx, d.ID, later))
+	if r.State != storage.StatePending || !r.RetryFrom.Equal(later) {
+		t.Fatalf("retry: %+v", r)
+	}
+	if again := must(s.Claim(ctx, "ep1", later, 10, time.Minute)); len(again) != 1 || again[0].Delivery.ID != d.ID {
+		t.Fatalf("retried delivery not due: %+v", again)
+	}
+	bad := d
+	bad.ID, bad.Event = storage.NewID("dlv_", now), "evt_missing"
+	if err := s.Enqueue(ctx, []storage.Delivery{bad}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("enqueue for a missing event: %v", err)
+	}
+}
+
+func testCancelEndpoint(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	for i := range 5 {
+		must(s.Accept(ctx, event("acme", "stripe", fmt.Sprint("k", i), "b", now, "gone", "kept")))
+	}
+	if n := must(s.CancelEndpoint(ctx, "gone")); n != 5 {
+		t.Fatalf("cancelled %d, want 5", n)
+	}
+	if jobs := must(s.Claim(ctx, "gone", now.Add(time.Hour), 10, time.Minute)); len(jobs) != 0 {
+		t.Fatalf("cancelled deliveries claimed: %d", len(jobs))
+	}
+	if jobs := must(s.Claim(ctx, "kept", now, 10, time.Minute)); len(jobs) != 5 {
+		t.Fatalf("other endpoint: %d", len(jobs))
+	}
+}
+
+func testListEventsPaging(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	base := time.Now().UTC().Add(-time.Hour)
+	var ids []string
+	for i := range 25 {
+		tenant := "acme"
+		if i%5 == 0 {
+			tenant = "other"
+		}
+		req := event(tenant, "stripe", fmt.Sprint("p", i), "b", base.Add(time.Duration(i)*time.Second))
+		must(s.Accept(ctx, req))
+		if tenant == "acme" {
+			ids = append(ids, req.Event.ID)
+		}
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		evs, next := must2(s.ListEvents(ctx, storage.EventFilter{Tenant: "acme", Limit: 7, Cursor: cursor}))
+		for _, e := range evs {
+			if e.Tenant != "acme" {
+				t.Fatalf("tenant filter leaked %s", e.Tenant)
+			}
+			got = append(got, e.ID)
+		}
+		// Events arriving while paging must not disturb the walk.
+		must(s.Accept(ctx, event("acme", "stripe", fmt.Sprint("new", pages), "b", time.Now().UTC())))
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("paged %d events, want %d", len(got), len(ids))
+	}
+	for i := range got {
+		if got[i] != ids[len(ids)-1-i] {
+			t.Fatalf("page order wrong at %d: %s", i, got[i])
+		}
+	}
+	since := base.Add(10 * time.Second)
+	until := base.Add(14 * time.Second)
+	evs, _ := must2(s.ListEvents(ctx, storage.EventFilter{Since: since, Until: until}))
+	if len(evs) != 5 {
+		t.Fatalf("since/until: %d events, want 5", len(evs))
+	}
+	if _, _, err := s.ListEvents(ctx, storage.EventFilter{Cursor: "garbage!"}); !errors.Is(err, storage.ErrBadCursor) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}
+
+func testListDeliveriesFilters(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	must(s.Accept(ctx, event("acme", "stripe", "f1", "b", now, "ep1", "ep2")))
+	must(s.Accept(ctx, event("other", "stripe", "f1", "b", now, "ep3")))
+	jobs := must(s.Claim(ctx, "ep1", now, 1, time.Minute))
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
+	count := func(f storage.DeliveryFilter) int {
+		ds, _ := must2(s.ListDeliveries(ctx, f))
+		return len(ds)
+	}
+	for name, c := range map[string]struct {
+		f    storage.DeliveryFilter
+		want int
+	}{
+		"all":       {storage.DeliveryFilter{}, 3},
+		"tenant":    {storage.DeliveryFilter{Tenant: "acme"}, 2},
+		"endpoint":  {storage.DeliveryFilter{Endpoint: "ep2"}, 1},
+		"state":     {storage.DeliveryFilter{State: storage.StateSucceeded}, 1},
+		"pending":   {storage.DeliveryFilter{Tenant: "acme", State: storage.StatePending}, 1},
+		"event":     {storage.DeliveryFilter{Event: jobs[0].Delivery.Event}, 2},
+		"isolation": {storage.DeliveryFilter{Tenant: "other", Endpoint: "ep1"}, 0},
+	} {
+		if got := count(c.f); got != c.want {
+			t.Errorf("%s: %d deliveries, want %d", name, got, c.want)
+		}
+	}
+}
+
+func testCatalog(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	ep := storage.Endpoint{ID: "billing", Tenant: "acme", URL: "https://example.com/h", Secrets: []storage.Secret{{Value: "whsec_x"}},
+		EventTypes: []string{"invoice.*"}, MaxInFlight: 10, CreatedAt: now, UpdatedAt: now}
+	ok(s.PutEndpoint(ctx, &ep))
+	got := must(s.GetEndpoint(ctx, "billing"))
+	if got.URL != ep.URL || got.Secrets[0].Value != "whsec_x" || got.EventTypes[0] != "invoice.*" {
+		t.Fatalf("endpoint round trip: %+v", got)
+	}
+	src := storage.Source{ID: "stripe", Tenant: "acme", Verify: storage.VerifyConfig{Scheme: "stripe", Secrets: []string{"whsec_y"}}}
+	ok(s.PutSource(ctx, &src))
+	if l := must(s.ListSources(ctx)); len(l) != 1 || l[0].Verify.Secrets[0] != "whsec_y" {
+		t.Fatalf("sources: %+v", l)
+	}
+	if l := must(s.ListEndpoints(ctx)); len(l) != 1 {
+		t.Fatalf("endpoints: %+v", l)
+	}
+	ok(s.DeleteEndpoint(ctx, "billing"))
+	if _, err := s.GetEndpoint(ctx, "billing"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted endpoint: %v", err)
+	}
+	if err := s.DeleteSource(ctx, "nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("delete missing source: %v", err)
+	}
+}
+
+func testIdempotencyKeys(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	h1, h2 := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	claim := func(tenant string, h [32]byte, at time.Time) storage.IdemResult {
+		return must(s.ClaimKey(ctx, storage.IdemClaim{Tenant: tenant, Key: "k1", RequestHash: h, Now: at, LeaseUntil: at.Add(30 * time.Second)}))
+	}
+	if r := claim("acme", h1, now); r.State != storage.IdemNew {
+		t.Fatalf("first claim: %+v", r)
+	}
+	if r := claim("acme", h1, now); r.State != storage.IdemInProgress {
+		t.Fatalf("while running: %+v", r)
+	}
+	if r := claim("acme", h2, now); r.State != storage.IdemMismatch {
+		t.Fatalf("other request while running: %+v", r)
+	}
+	if r := claim("other", h2, now); r.State != storage.IdemNew {
+		t.Fatalf("keys are scoped per tenant: %+v", r)
+	}
+	// The first holder died: after its lease the next retry executes.
+	if r := claim("acme", h1, now.Add(31*time.Second)); r.State != storage.IdemNew {
+		t.Fatalf("after lease expiry: %+v", r)
+	}
+	resp := storage.Response{Status: 202, Body: []byte(`{"ok":true}`)}
+	ok(s.FinishKey(ctx, "acme", "k1", resp, now.Add(time.Hour)))
+	if r := claim("acme", h1, now.Add(time.Minute)); r.State != storage.IdemReplay || string(r.Response.Body) != `{"ok":true}` || r.Response.Status != 202 {
+		t.Fatalf("replay: %+v", r)
+	}
+	if r := claim("acme", h2, now.Add(time.Minute)); r.State != storage.IdemMismatch {
+		t.Fatalf("reuse with another request: %+v", r)
+	}
+	if r := claim("acme", h2, now.Add(2*time.Hour)); r.State != storage.IdemNew {
+		t.Fatalf("after expiry: %+v", r)
+	}
+	ok(s.AbandonKey(ctx, "acme", "k1"))
+	if r := claim("acme", h1, now.Add(2*time.Hour)); r.State != storage.IdemNew {
+		t.Fatalf("after abandon: %+v", r)
+	}
+}
+
+func testIdempotencyConcurrent(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	h := sha256.Sum256([]byte("req"))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	winners := 0
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.ClaimKey(ctx, storage.IdemClaim{Tenant: "t", Key: "k", RequestHash: h, Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if r.State == storage.IdemNew {
+				mu.Lock()
+				winners++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if winners != 1 {
+		t.Fatalf("%d concurrent claims won, want 1", winners)
+	}
+}
+
+func testReplays(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	job := storage.ReplayJob{ID: storage.NewID("rpl_", now), Tenant: "acme", State: storage.ReplayRunning, CreatedAt: now}
+	ok(s.PutReplay(ctx, &job))
+	job.Matched, job.State = 3, storage.ReplayCompleted
+	ok(s.PutReplay(ctx, &job))
+	got := must(s.GetReplay(ctx, job.ID))
+	if got.Matched != 3 || got.State != storage.ReplayCompleted {
+		t.Fatalf("replay job: %+v", got)
+	}
+	if running := must(s.ListReplays(ctx, storage.ReplayRunning)); len(running) != 0 {
+		t.Fatalf("running: %+v", running)
+	}
+}
+
+func testPurge(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	now := time.Now().UTC()
+	old := event("acme", "stripe", "old", "b", now.Add(-2*time.Hour), "ep1")
+	fresh := event("acme", "stripe", "fresh", "b", now, "ep1")
+	must(s.Accept(ctx, old))
+	must(s.Accept(ctx, fresh))
+	if n := must(s.Purge(ctx, now.Add(-time.Hour), 100)); n != 1 {
+		t.Fatalf("purged %d, want 1", n)
+	}
+	if _, err := s.GetEvent(ctx, old.Event.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("old event still there: %v", err)
+	}
+	if _, err := s.GetDelivery(ctx, old.Deliveries[0].ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("old delivery still there: %v", err)
+	}
+	jobs := must(s.Claim(ctx, "ep1", now.Add(-3*time.Hour).Add(4*time.Hour), 10, time.Minute))
+	if len(jobs) != 1 || jobs[0].Delivery.ID != fresh.Deliveries[0].ID {
+		t.Fatalf("outbox after purge: %+v", jobs)
+	}
+}
+
+func testClosed(t *testing.T, o Opener) {
+	s := o.Open(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Accept(context.Background(), event("a", "b", "c", "d", time.Now()))
+	if !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("accept on a closed store: %v", err)
+	}
+	if err := s.Ping(context.Background()); err == nil {
+		t.Fatal("ping on a closed store succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+}
