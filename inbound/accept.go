@@ -1,0 +1,237 @@
+package inbound
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"hookgate/storage"
+)
+
+// DefaultDedupeTTL is how long an inbound event ID is remembered when the
+// config says nothing.
+const DefaultDedupeTTL = 72 * time.Hour
+
+// MaxEventIDLen bounds a provider event ID (and type) taken from a request.
+const MaxEventIDLen = 512
+
+// ErrEventIDTooLong is returned when a request's event ID or type is longer
+// than MaxEventIDLen.
+var ErrEventIDTooLong = errors.New("event id or type too long")
+
+// Source is a source ready for requests: its verifier and expressions are
+// built once, not per request.
+type Source struct {
+	storage.Source
+	verifier Verifier
+	idExpr   Expr
+	typeExpr Expr
+}
+
+// CompileSource builds the verifier and expressions of a stored source.
+// The per-scheme default expressions apply where the source sets none.
+func CompileSource(src storage.Source) (*Source, error) {
+	v, err := NewVerifier(VerifyConfig{
+		Scheme: src.Verify.Scheme, Secrets: src.Verify.Secrets, Tolerance: src.Verify.Tolerance,
+		Header: src.Verify.Header, Algorithm: src.Verify.Algorithm, Encoding: src.Verify.Encoding,
+		Prefix: src.Verify.Prefix,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("source %s: verify: %w", src.ID, err)
+	}
+	s := &Source{Source: src, verifier: v}
+	if s.idExpr, err = ParseExpr(cmpOr(src.EventID, DefaultEventIDExpr(src.Verify.Scheme))); err != nil {
+		return nil, fmt.Errorf("source %s: event_id: %w", src.ID, err)
+	}
+	if s.typeExpr, err = ParseExpr(cmpOr(src.EventType, DefaultEventTypeExpr(src.Verify.Scheme))); err != nil {
+		return nil, fmt.Errorf("source %s: event_type: %w", src.ID, err)
+	}
+	return s, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Inbound is one ingest request as the HTTP layer hands it over.
+type Inbound struct {
+	Header HeaderGetter
+	Query  func(name string) string
+	// Body is the raw body; it is copied before it is kept.
+	Body        []byte
+	ContentType string
+	// Headers are the request headers to store with the event.
+	Headers map[string]string
+	// EventID, when set, is the provider event ID (admin publish); the
+	// source's expression is not evaluated.
+	EventID string
+	// Type, when set, is the event type (admin publish).
+	Type string
+	// SkipVerify is true for requests already authenticated another way
+	// (the admin API's publish).
+	SkipVerify bool
+}
+
+// Accepted is the answer to an ingest request.
+type Accepted struct {
+	// Status and Body are the answer, byte-identical for every retry.
+	Status int
+	Body   []byte
+	// Replayed is true when the event was known: nothing new was stored.
+	Replayed bool
+	// Event is the stored event (zero when Replayed).
+	Event storage.Event
+	// Deliveries are the new deliveries (none when Replayed).
+	Deliveries []storage.Delivery
+}
+
+// Accepter turns verified requests into durable events and deliveries.
+type Accepter struct {
+	// Store persists events; Accept on it must be durable when it returns.
+	Store storage.Ingester
+	// DedupeTTL is how long an event ID is remembered (default 72h).
+	DedupeTTL time.Duration
+	// Now is the clock (tests); nil = time.Now.
+	Now func() time.Time
+}
+
+// Accept verifies, identifies and stores one request for src, with one
+// delivery per endpoint in endpoints that subscribes to it. Errors:
+// the verify sentinels (ErrBadSignature, ...), ErrEventIDTooLong,
+// storage.ErrIdempotencyMismatch, or a store error (nothing acknowledged).
+func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.Endpoint, in Inbound) (Accepted, error) {
+	now := time.Now()
+	if a.Now != nil {
+		now = a.Now()
+	}
+	now = now.UTC()
+	if !in.SkipVerify {
+		if err := src.verifier.Verify(in.Header, in.Body, now); err != nil {
+			return Accepted{}, err
+		}
+	}
+	eventID, typ := in.EventID, in.Type
+	if eventID == "" || typ == "" {
+		r := &Request{Header: in.Header, Query: in.Query, Body: in.Body}
+		if eventID == "" {
+			eventID = EventID(src.idExpr, r)
+		}
+		if typ == "" {
+			typ, _ = src.typeExpr.Eval(r)
+		}
+	}
+	if len(eventID) > MaxEventIDLen || len(typ) > MaxEventIDLen {
+		return Accepted{}, ErrEventIDTooLong
+	}
+	ev := storage.Event{
+		ID: storage.NewID("evt_", now), Tenant: src.Tenant, Source: src.ID, EventID: eventID, Type: typ,
+		ReceivedAt: now, ContentType: in.ContentType, Headers: in.Headers, Body: slices.Clone(in.Body),
+		IdempotencyKey: storage.IdempotencyKey(src.Tenant, src.ID, eventID),
+	}
+	req := &storage.AcceptRequest{
+		Key:         storage.DedupeKey{Tenant: src.Tenant, Source: src.ID, EventID: eventID},
+		BodyHash:    sha256.Sum256(in.Body),
+		DedupeUntil: now.Add(cmpOrDur(a.DedupeTTL, DefaultDedupeTTL)),
+		Event:       ev,
+		Deliveries:  NewDeliveries(&ev, Subscribers(endpoints, src.Tenant, src.ID, typ), now),
+		Response:    storage.Response{Status: 202, Body: acceptedBody(ev.ID, eventID)},
+	}
+	res, err := a.Store.Accept(ctx, req)
+	if err != nil {
+		return Accepted{}, err
+	}
+	if res.Replayed {
+		return Accepted{Status: res.Response.Status, Body: res.Response.Body, Replayed: true}, nil
+	}
+	return Accepted{Status: res.Response.Status, Body: res.Response.Body, Event: ev, Deliveries: req.Deliveries}, nil
+}
+
+func cmpOrDur(a, b time.Duration) time.Duration {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+// acceptedBody is the 202 answer: {"id":"evt_…","event_id":"…"}.
+func acceptedBody(id, eventID string) []byte {
+	b := make([]byte, 0, 32+len(id)+len(eventID))
+	b = append(b, `{"id":`...)
+	b = strconv.AppendQuote(b, id)
+	b = append(b, `,"event_id":`...)
+	b = appendJSONString(b, eventID)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string (strconv's Go quoting is not
+// JSON for control and non-UTF-8 bytes, so escape those by hand).
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// Subscribers returns the enabled endpoints of tenant that want events of
+// source with type typ: an empty sources list means every source of the
+// tenant, an empty event_types list every type, otherwise any glob matches.
+func Subscribers(endpoints []storage.Endpoint, tenant, source, typ string) []storage.Endpoint {
+	var out []storage.Endpoint
+	for _, ep := range endpoints {
+		if ep.Tenant == tenant && !ep.Disabled && Subscribes(&ep, source, typ) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// Subscribes reports whether ep's filters let an event of (source, typ)
+// through; tenant and disabled are the caller's business.
+func Subscribes(ep *storage.Endpoint, source, typ string) bool {
+	if len(ep.Sources) > 0 && !slices.Contains(ep.Sources, source) {
+		return false
+	}
+	if len(ep.EventTypes) == 0 {
+		return true
+	}
+	for _, g := range ep.EventTypes {
+		if ok, _ := path.Match(g, typ); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// NewDeliveries builds one pending delivery of ev per endpoint, due now.
+func NewDeliveries(ev *storage.Event, endpoints []storage.Endpoint, now time.Time) []storage.Delivery {
+	if len(endpoints) == 0 {
+		return nil
+	}
+	ds := make([]storage.Delivery, len(endpoints))
+	for i, ep := range endpoints {
+		ds[i] = storage.Delivery{
+			ID: storage.NewID("dlv_", now), Event: ev.ID, Tenant: ev.Tenant, Endpoint: ep.ID,
+			IdempotencyKey: ev.IdempotencyKey, State: storage.StatePending,
+			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
+		}
+	}
+	return ds
+}
