@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"hookgate/storage"
+)
+
+// SecretGenerator makes a new endpoint signing secret (whsec_…).
+type SecretGenerator func() string
+
+// applyConfig writes config.yaml's sources and endpoints to the store:
+// config entries win over stored ones with the same id, except for what
+// the store learned at run time (an endpoint's generated secret and its
+// rotation history, a disabled flag). Entries that came from an earlier
+// config and are gone from this one are deleted; those created through the
+// admin API are left alone.
+func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret SecretGenerator, now time.Time) error {
+	srcs, err := s.ListSources(ctx)
+	if err != nil {
+		return err
+	}
+	inConfig := map[string]bool{}
+	for _, sc := range cfg.Sources {
+		inConfig[sc.ID] = true
+		src := sourceFromConfig(sc, now)
+		if old, err := s.GetSource(ctx, sc.ID); err == nil {
+			src.CreatedAt = old.CreatedAt
+		}
+		if err := s.PutSource(ctx, &src); err != nil {
+			return fmt.Errorf("source %s: %w", sc.ID, err)
+		}
+	}
+	for _, old := range srcs {
+		if old.FromConfig && !inConfig[old.ID] {
+			if err := s.DeleteSource(ctx, old.ID); err != nil {
+				return fmt.Errorf("source %s: %w", old.ID, err)
+			}
+		}
+	}
+	eps, err := s.ListEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	inConfig = map[string]bool{}
+	for _, ec := range cfg.Endpoints {
+		inConfig[ec.ID] = true
+		ep := endpointFromConfig(ec, now)
+		if old, err := s.GetEndpoint(ctx, ec.ID); err == nil {
+			ep.CreatedAt, ep.Disabled, ep.DisabledReason = old.CreatedAt, old.Disabled, old.DisabledReason
+			if ec.Secret == "" {
+				ep.Secrets = old.Secrets
+			} else if len(old.Secrets) > 0 && old.Secrets[0].Value != ec.Secret {
+				ep.Secrets = []storage.Secret{{Value: ec.Secret}}
+			}
+		}
+		if len(ep.Secrets) == 0 {
+			ep.Secrets = []storage.Secret{{Value: newSecret()}}
+		}
+		if err := s.PutEndpoint(ctx, &ep); err != nil {
+			return fmt.Errorf("endpoint %s: %w", ec.ID, err)
+		}
+	}
+	for _, old := range eps {
+		if old.FromConfig && !inConfig[old.ID] {
+			if err := s.DeleteEndpoint(ctx, old.ID); err != nil {
+				return fmt.Errorf("endpoint %s: %w", old.ID, err)
+			}
+			if _, err := s.CancelEndpoint(ctx, old.ID); err != nil {
+				return fmt.Errorf("endpoint %s: %w", old.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sourceFromConfig(sc SourceConfig, now time.Time) storage.Source {
+	v := sc.Verify
+	return storage.Source{
+		ID: sc.ID, Tenant: sc.Tenant, EventID: sc.EventID, EventType: sc.EventType, FromConfig: true,
+		Verify: storage.VerifyConfig{
+			Scheme: v.Scheme, Secrets: v.Secrets, Tolerance: v.Tolerance.D(),
+			Header: v.Header, Algorithm: v.Algorithm, Encoding: v.Encoding, Prefix: v.Prefix,
+		},
+		CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func endpointFromConfig(ec EndpointConfig, now time.Time) storage.Endpoint {
+	ep := storage.Endpoint{
+		ID: ec.ID, Tenant: ec.Tenant, URL: ec.URL, Sources: ec.Sources, EventTypes: ec.EventTypes,
+		Headers: ec.Headers, Timeout: ec.Timeout.D(), MaxInFlight: ec.MaxInFlight, RateLimit: ec.RateLimit,
+		Retry: retryPolicy(*ec.Retry), FromConfig: true, CreatedAt: now, UpdatedAt: now,
+	}
+	if ec.Secret != "" {
+		ep.Secrets = []storage.Secret{{Value: ec.Secret}}
+	}
+	return ep
+}
+
+func retryPolicy(r RetryConfig) storage.RetryPolicy {
+	return storage.RetryPolicy{
+		InitialInterval: r.InitialInterval.D(), Multiplier: r.Multiplier, MaxInterval: r.MaxInterval.D(),
+		Randomization: r.Randomization, MaxAttempts: r.MaxAttempts, MaxElapsed: r.MaxElapsed.D(),
+	}
+}

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Retention sweeps: how often, and how many events one transaction removes
+// (small batches keep each write short, so ingest never waits long behind
+// a purge).
+const (
+	retentionEvery = time.Minute
+	retentionBatch = 256
+)
+
+// background owns the gateway's periodic jobs. start returns at once; stop
+// cancels them and waits until they are gone.
+type background struct {
+	g      *Gateway
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newBackground(g *Gateway) *background { return &background{g: g} }
+
+func (b *background) start(ctx context.Context) {
+	ctx, b.cancel = context.WithCancel(ctx)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.retentionLoop(ctx)
+	}()
+}
+
+func (b *background) stop() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.wg.Wait()
+}
+
+// retentionLoop removes events, deliveries and attempts older than the
+// retention period, a batch at a time.
+func (b *background) retentionLoop(ctx context.Context) {
+	t := time.NewTicker(retentionEvery)
+	defer t.Stop()
+	for {
+		b.purge(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *background) purge(ctx context.Context) {
+	cutoff := time.Now().Add(-b.g.cfg.Retention.D())
+	for ctx.Err() == nil {
+		n, err := b.g.store.Purge(ctx, cutoff, retentionBatch)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				b.g.log.Warn("retention sweep failed", "err", err)
+			}
+			return
+		}
+		if n < retentionBatch {
+			return
+		}
+	}
+}

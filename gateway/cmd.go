@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Build describes the binary: its version and the config it embeds.
+type Build struct {
+	Version string
+	// DefaultConfig is the repository's config.yaml, used by serve when no
+	// -config is given and ./config.yaml does not exist.
+	DefaultConfig []byte
+}
+
+// Main runs the hookgate command line and returns the exit code.
+func Main(args []string, b Build, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args, b, stderr)
+	case "check-config":
+		fl := flag.NewFlagSet("check-config", flag.ContinueOnError)
+		fl.SetOutput(stderr)
+		path := fl.String("config", "config.yaml", "config file to check")
+		if err := fl.Parse(args); err != nil {
+			return 2
+		}
+		return CheckConfig(*path, stdout)
+	case "version":
+		fmt.Fprintf(stdout, "hookgate %s\n", b.Version)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "hookgate: unknown command %q (want serve, check-config or version)\n", cmd)
+		return 2
+	}
+}
+
+func serve(args []string, b Build, stderr io.Writer) int {
+	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	path := fl.String("config", "config.yaml", "config file")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	cfg, err := loadServeConfig(*path, isFlagSet(fl, "config"), b.DefaultConfig, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version}); err != nil {
+		log.Error("hookgate failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// loadServeConfig reads the config file; when none was named and
+// ./config.yaml does not exist, the embedded default config is used.
+func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logger) (*Config, error) {
+	cfg, err := LoadConfig(path)
+	if err == nil || explicit || embedded == nil || !errors.Is(err, fs.ErrNotExist) {
+		return cfg, err
+	}
+	log.Info("no config.yaml here: running on the embedded default config")
+	return ParseConfig(embedded, "embedded config.yaml", os.LookupEnv)
+}
+
+func isFlagSet(fl *flag.FlagSet, name string) bool {
+	set := false
+	fl.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("HOOKGATE_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

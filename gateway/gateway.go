@@ -1,0 +1,243 @@
+// Package gateway is hookgate's process: config, the public ingest
+// listener, the admin listener, and the lifecycle that ties the store, the
+// inbound accepter and the outbound dispatcher together. It is the only
+// package that knows all the others.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/inbound"
+	"hookgate/outbound"
+	"hookgate/storage"
+	"hookgate/storage/badger"
+)
+
+// DefaultGrace bounds shutdown: in-flight ingests and delivery attempts get
+// this long to finish.
+const DefaultGrace = 10 * time.Second
+
+// Options are the process-level settings that are not in config.yaml.
+type Options struct {
+	// Logger is where everything logs; nil = slog.Default().
+	Logger *slog.Logger
+	// Version is reported in User-Agent and `hookgate version`.
+	Version string
+	// Grace bounds shutdown (default DefaultGrace).
+	Grace time.Duration
+	// Store, when set, is used instead of opening the configured one
+	// (tests wrap the real store to inject faults). Close closes it.
+	Store storage.Store
+}
+
+// dispatcher is what the gateway needs of the outbound dispatcher.
+type dispatcher interface {
+	Start(ctx context.Context)
+	Stop(grace time.Duration)
+	Notify(endpoints ...string)
+	SetEndpoints(eps []storage.Endpoint)
+}
+
+// Gateway is a running hookgate.
+type Gateway struct {
+	cfg     *Config
+	opts    Options
+	log     *slog.Logger
+	store   storage.Store
+	reg     *registry
+	acc     *inbound.Accepter
+	disp    dispatcher
+	metrics *metrics
+	public  *fiber.App
+	admin   *fiber.App
+	bg      *background
+
+	publicLn, adminLn net.Listener
+	serveErr          chan error
+	stopOnce          sync.Once
+	stopErr           error
+}
+
+// New opens the store, applies the config's sources and endpoints, and
+// builds the listeners and the dispatcher. Nothing listens until Start.
+func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = DefaultGrace
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, serveErr: make(chan error, 2)}
+	g.store = opts.Store
+	if g.store == nil {
+		s, err := openStore(cfg, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		g.store = s
+	}
+	if err := g.init(ctx); err != nil {
+		_ = g.store.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// openStore opens the configured storage engine.
+func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
+	switch cfg.Storage.Driver {
+	case "", "badger":
+		return badger.Open(cfg.Storage.Path, badger.Options{Logger: log})
+	}
+	return nil, fmt.Errorf("storage driver %q is not supported", cfg.Storage.Driver)
+}
+
+func (g *Gateway) init(ctx context.Context) error {
+	if err := applyConfig(ctx, g.cfg, g.store, outbound.NewSecret, time.Now().UTC()); err != nil {
+		return fmt.Errorf("apply config: %w", err)
+	}
+	g.metrics = newMetrics(g.store)
+	g.reg = newRegistry(g.store, g.log)
+	snap, err := g.reg.reload(ctx)
+	if err != nil {
+		return err
+	}
+	g.acc = &inbound.Accepter{Store: g.store, DedupeTTL: g.cfg.Dedupe.TTL.D()}
+	d, err := outbound.New(outbound.Config{
+		Store:          g.store,
+		Client:         outbound.NewClient(g.cfg.Delivery.AllowPrivateTargets),
+		Version:        g.opts.Version,
+		DefaultTimeout: g.cfg.Delivery.Timeout.D(),
+		Logger:         g.log,
+		Metrics:        g.metrics,
+		// A 410 disabled an endpoint: ingest stops fanning out to it.
+		OnDisable: func(storage.Endpoint) { g.reloadRegistry() },
+	})
+	if err != nil {
+		return err
+	}
+	d.SetEndpoints(snap.endpoints)
+	g.disp = d
+	g.bg = newBackground(g)
+	g.public = fiber.New(fiber.Config{
+		AppName:               "hookgate",
+		BodyLimit:             int(g.cfg.Server.MaxBody),
+		DisableStartupMessage: true,
+		ErrorHandler:          errorHandler,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ReadBufferSize:        16 << 10,
+	})
+	g.public.Post("/ingest/:source", g.ingest)
+	g.admin = g.newAdminApp()
+	return nil
+}
+
+// Start listens on both listeners and starts the dispatcher and the
+// background jobs. It returns at once; a listener that cannot bind is an
+// error here.
+func (g *Gateway) Start(ctx context.Context) error {
+	var err error
+	if g.publicLn, err = net.Listen("tcp", g.cfg.Server.Listen); err != nil {
+		return fmt.Errorf("public listener: %w", err)
+	}
+	if g.adminLn, err = net.Listen("tcp", g.cfg.Admin.Listen); err != nil {
+		_ = g.publicLn.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	g.disp.Start(ctx)
+	g.bg.start(ctx)
+	go func() { g.serveErr <- g.public.Listener(g.publicLn) }()
+	go func() { g.serveErr <- g.admin.Listener(g.adminLn) }()
+	g.log.Info("hookgate started", "version", g.opts.Version, "ingest", g.publicLn.Addr().String(),
+		"admin", g.adminLn.Addr().String(), "storage", g.cfg.Storage.Path)
+	return nil
+}
+
+// reloadRegistry refreshes the in-memory sources and endpoints (ingest's
+// view and the dispatcher's) from the store after a change: the store is
+// written first, then every in-memory view is rebuilt from it.
+func (g *Gateway) reloadRegistry() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	snap, err := g.reg.reload(ctx)
+	if err != nil {
+		g.log.Error("reload sources and endpoints", "err", err)
+		return
+	}
+	g.disp.SetEndpoints(snap.endpoints)
+}
+
+// PublicAddr is the bound ingest address (after Start).
+func (g *Gateway) PublicAddr() string { return g.publicLn.Addr().String() }
+
+// AdminAddr is the bound admin address (after Start).
+func (g *Gateway) AdminAddr() string { return g.adminLn.Addr().String() }
+
+// Store is the gateway's store.
+func (g *Gateway) Store() storage.Store { return g.store }
+
+// Errors reports a listener that stopped serving on its own.
+func (g *Gateway) Errors() <-chan error { return g.serveErr }
+
+// Shutdown stops in this order, each step bounded by the grace period:
+//  1. the public listener stops accepting and in-flight ingests finish
+//     (each one either answered after its durable write, or not at all);
+//  2. the dispatcher stops claiming; in-flight attempts finish or are
+//     released (or left to their lease);
+//  3. background jobs (retention, replays) stop;
+//  4. the admin listener stops;
+//  5. the store flushes and closes.
+//
+// It is idempotent.
+func (g *Gateway) Shutdown() error {
+	g.stopOnce.Do(func() {
+		grace := g.opts.Grace
+		var errs []error
+		if g.publicLn != nil {
+			errs = append(errs, g.public.ShutdownWithTimeout(grace))
+		}
+		g.disp.Stop(grace)
+		g.bg.stop()
+		if g.adminLn != nil {
+			errs = append(errs, g.admin.ShutdownWithTimeout(grace))
+		}
+		errs = append(errs, g.store.Close())
+		g.stopErr = errors.Join(errs...)
+		g.log.Info("hookgate stopped")
+	})
+	return g.stopErr
+}
+
+// Run starts a gateway and serves until ctx is done, then shuts it down.
+func Run(ctx context.Context, cfg *Config, opts Options) error {
+	g, err := New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := g.Start(runCtx); err != nil {
+		_ = g.Shutdown()
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-g.Errors():
+	}
+	g.log.Info("shutting down", "grace", g.opts.Grace.String())
+	return errors.Join(serveErr, g.Shutdown())
+}

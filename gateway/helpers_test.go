@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// testSecret is the standard-webhooks secret of the test source "sw".
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// testConfig is a config with a verified source, an unsigned one, and
+// room for endpoints; %s is replaced by extra YAML (endpoints, overrides).
+const testConfig = `
+server: {listen: "127.0.0.1:0", max_body: 4KiB}
+admin:
+  listen: "127.0.0.1:0"
+  tokens:
+    - {token: operator-token}
+    - {token: acme-token, tenant: acme}
+storage: {path: %q}
+dedupe: {ttl: %s}
+delivery:
+  allow_private_targets: true
+  timeout: 2s
+  retry: {initial_interval: 20ms, max_interval: 100ms, multiplier: 2, max_attempts: 5, max_elapsed: 1m}
+sources:
+  - id: sw
+    tenant: acme
+    verify: {scheme: standard-webhooks, secrets: [%q]}
+  - id: open
+    tenant: acme
+    verify: {scheme: none}
+    event_id: json:/id
+    event_type: json:/type
+  - id: other
+    tenant: globex
+    verify: {scheme: none}
+%s`
+
+// gw is a gateway under test, with helpers to talk to it.
+type gw struct {
+	*Gateway
+	t    *testing.T
+	dir  string
+	logs *syncBuffer
+}
+
+type gwOptions struct {
+	dir       string
+	ttl       string
+	extra     string
+	wrapStore func(storage.Store) storage.Store
+}
+
+// startGateway runs a gateway on loopback ports with a Badger store in a
+// temp dir (or opts.dir, for restarts), stopped at the end of the test.
+func startGateway(t *testing.T, o gwOptions) *gw {
+	t.Helper()
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	if o.ttl == "" {
+		o.ttl = "72h"
+	}
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra)), "test.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: 5 * time.Second}
+	if o.wrapStore != nil {
+		g0, err := openStore(cfg, opts.Logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Store = o.wrapStore(g0)
+	}
+	g, err := New(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := &gw{Gateway: g, t: t, dir: o.dir, logs: logs}
+	t.Cleanup(func() { _ = g.Shutdown() })
+	return h
+}
+
+// restart stops the gateway and starts a new one on the same data.
+func (h *gw) restart(o gwOptions) *gw {
+	h.t.Helper()
+	if err := h.Shutdown(); err != nil {
+		h.t.Fatal(err)
+	}
+	o.dir = h.dir
+	return startGateway(h.t, o)
+}
+
+// post sends body to /ingest/{source} with headers, and returns status,
+// headers and body.
+func (h *gw) post(source string, body []byte, hdr map[string]string) (int, http.Header, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+h.PublicAddr()+"/ingest/"+source, bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return do(h.t, req)
+}
+
+func do(t *testing.T, req *http.Request) (int, http.Header, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// signSW signs body as a Standard Webhooks sender would, computed here with
+// crypto/hmac independently of the gateway's code.
+func signSW(id string, ts time.Time, body []byte) map[string]string {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(testSecret, "whsec_"))
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.%s", id, ts.Unix(), body)
+	return map[string]string{
+		"webhook-id":        id,
+		"webhook-timestamp": fmt.Sprint(ts.Unix()),
+		"webhook-signature": "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)),
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer collects logs from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/inbound"
+	"hookgate/storage"
+)
+
+// headerReplayed marks an answer that was stored earlier and sent again.
+const headerReplayed = "Idempotent-Replayed"
+
+// unstoredHeaders are request headers never written to the store: they
+// authenticate to intermediaries and are nobody's business later.
+var unstoredHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Proxy-Authorization": true}
+
+// ingest handles POST /ingest/{source}: verify, dedupe, persist, answer.
+// The 202 is written only after the event and its deliveries are durable.
+func (g *Gateway) ingest(c *fiber.Ctx) error {
+	snap := g.reg.current()
+	src := snap.sources[c.Params("source")]
+	if src == nil {
+		g.metrics.ingest("", "unknown_source")
+		return problem(c, fiber.StatusNotFound, "unknown-source", "Not Found", "no source with this id")
+	}
+	in := inbound.Inbound{
+		Header:      inbound.HeaderFunc(func(n string) string { return c.Get(n) }),
+		Query:       func(n string) string { return c.Query(n) },
+		Body:        c.Body(),
+		ContentType: string(c.Request().Header.ContentType()),
+		Headers:     requestHeaders(c),
+	}
+	res, err := g.acc.Accept(c.UserContext(), src, snap.byTenant[src.Tenant], in)
+	if err != nil {
+		return g.ingestError(c, src.ID, err)
+	}
+	return g.answerAccepted(c, src.ID, res)
+}
+
+// answerAccepted writes an accepted (or replayed) answer and wakes the
+// dispatcher for the new deliveries.
+func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accepted) error {
+	if res.Replayed {
+		c.Set(headerReplayed, "true")
+		g.metrics.ingest(source, "replayed")
+	} else {
+		g.metrics.ingest(source, "accepted")
+		if len(res.Deliveries) > 0 && g.disp != nil {
+			ids := make([]string, len(res.Deliveries))
+			for i, d := range res.Deliveries {
+				ids[i] = d.Endpoint
+			}
+			g.disp.Notify(ids...)
+		}
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(res.Status).Send(res.Body)
+}
+
+// ingestError maps Accept's errors to answers. Nothing is stored on any of
+// these paths.
+func (g *Gateway) ingestError(c *fiber.Ctx, source string, err error) error {
+	switch {
+	case errors.Is(err, inbound.ErrMissingSignature), errors.Is(err, inbound.ErrBadSignature), errors.Is(err, inbound.ErrStaleTimestamp):
+		g.metrics.ingest(source, "unauthorized")
+		detail := "the request signature is missing or does not match"
+		if errors.Is(err, inbound.ErrStaleTimestamp) {
+			detail = "the signed timestamp is outside the tolerance"
+		}
+		return problem(c, fiber.StatusUnauthorized, "invalid-signature", "Unauthorized", detail)
+	case errors.Is(err, storage.ErrIdempotencyMismatch):
+		g.metrics.ingest(source, "mismatch")
+		return problem(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
+			"this event id was already received with a different body")
+	case errors.Is(err, inbound.ErrEventIDTooLong):
+		g.metrics.ingest(source, "bad_request")
+		return problem(c, fiber.StatusBadRequest, "event-id-too-long", "Bad Request", "the event id or type is longer than 512 bytes")
+	default:
+		g.metrics.ingest(source, "store_error")
+		g.log.Error("ingest not stored", "source", source, "err", err)
+		return unavailable(c, 1)
+	}
+}
+
+// requestHeaders copies the request headers worth keeping with the event.
+func requestHeaders(c *fiber.Ctx) map[string]string {
+	h := make(map[string]string, 16)
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		name := http.CanonicalHeaderKey(string(k))
+		if unstoredHeaders[name] {
+			return
+		}
+		if old, ok := h[name]; ok {
+			h[name] = old + ", " + string(v)
+			return
+		}
+		h[name] = strings.Clone(string(v))
+	})
+	return h
+}

@@ -1,0 +1,249 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+func decodeProblem(t *testing.T, hdr map[string][]string, body []byte) Problem {
+	t.Helper()
+	if ct := strings.Join(hdr["Content-Type"], ""); ct != "application/problem+json" {
+		t.Fatalf("content type %q, want application/problem+json (body %s)", ct, body)
+	}
+	var p Problem
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("problem body %s: %v", body, err)
+	}
+	return p
+}
+
+func TestIngestFirstThenReplay(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := []byte(`{"id":"evt_1","type":"invoice.paid","amount":42}`)
+	st, hdr, first := g.post("open", body, nil)
+	if st != 202 {
+		t.Fatalf("first: %d %s", st, first)
+	}
+	var raw map[string]string
+	if err := json.Unmarshal(first, &raw); err != nil {
+		t.Fatal(err)
+	}
+	id := raw["id"]
+	if !strings.HasPrefix(id, "evt_") || raw["event_id"] != "evt_1" || len(raw) != 2 {
+		t.Fatalf("answer %s", first)
+	}
+	if hdr.Get(headerReplayed) != "" {
+		t.Fatal("first answer marked as replayed")
+	}
+	st, hdr, again := g.post("open", body, nil)
+	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
+		t.Fatalf("retry: %d %q replayed=%q, want 202 %q", st, again, hdr.Get(headerReplayed), first)
+	}
+	ev, err := g.Store().GetEvent(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ev.Body) != string(body) || ev.Type != "invoice.paid" || ev.ContentType != "application/json" || ev.Source != "open" || ev.Tenant != "acme" {
+		t.Fatalf("stored event %+v", ev)
+	}
+	evs, _, _ := g.Store().ListEvents(context.Background(), storage.EventFilter{})
+	if len(evs) != 1 {
+		t.Fatalf("%d events stored, want 1", len(evs))
+	}
+}
+
+func TestIngestSameIDDifferentBody(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	if st, _, b := g.post("open", []byte(`{"id":"x","v":1}`), nil); st != 202 {
+		t.Fatalf("first: %d %s", st, b)
+	}
+	st, hdr, b := g.post("open", []byte(`{"id":"x","v":2}`), nil)
+	if st != 422 {
+		t.Fatalf("different body: %d %s", st, b)
+	}
+	if p := decodeProblem(t, hdr, b); !strings.HasSuffix(p.Type, "idempotency-key-reused") || p.Status != 422 {
+		t.Fatalf("problem %+v", p)
+	}
+}
+
+func TestIngestScopes(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	// The same provider ID in two tenants (open: acme, other: globex) is two events.
+	for _, src := range []string{"open", "other"} {
+		if st, hdr, b := g.post(src, []byte(`{"id":"shared","src":"`+src+`"}`), map[string]string{"Idempotency-Key": "shared"}); st != 202 || hdr.Get(headerReplayed) != "" {
+			t.Fatalf("%s: %d %s replayed=%q", src, st, b, hdr.Get(headerReplayed))
+		}
+	}
+}
+
+func TestIngestConcurrentIdentical(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := []byte(`{"id":"storm","type":"t"}`)
+	const n = 64
+	answers := make([]string, n)
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _, b := g.post("open", body, nil)
+			codes[i], answers[i] = st, string(b)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if codes[i] != 202 || answers[i] != answers[0] {
+			t.Fatalf("request %d: %d %s, want 202 %s", i, codes[i], answers[i], answers[0])
+		}
+	}
+	evs, _, err := g.Store().ListEvents(context.Background(), storage.EventFilter{})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%d events stored (%v), want exactly 1", len(evs), err)
+	}
+}
+
+func TestIngestAnswerSurvivesRestart(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := []byte(`{"id":"durable"}`)
+	_, _, first := g.post("open", body, nil)
+	g = g.restart(gwOptions{})
+	st, hdr, again := g.post("open", body, nil)
+	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
+		t.Fatalf("after restart: %d %s, want the first answer %s", st, again, first)
+	}
+}
+
+func TestIngestDedupeExpires(t *testing.T) {
+	g := startGateway(t, gwOptions{ttl: "1s"})
+	if st, _, b := g.post("open", []byte(`{"id":"ttl","v":1}`), nil); st != 202 {
+		t.Fatalf("first: %d %s", st, b)
+	}
+	// Once the window has passed, the same ID with another body is a new event.
+	waitFor(t, 10*time.Second, "the dedupe record to expire", func() bool {
+		st, hdr, _ := g.post("open", []byte(`{"id":"ttl","v":2}`), nil)
+		return st == 202 && hdr.Get(headerReplayed) == ""
+	})
+	evs, _, _ := g.Store().ListEvents(context.Background(), storage.EventFilter{})
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2", len(evs))
+	}
+}
+
+func TestIngestSignature(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := []byte(`{"type":"user.created"}`)
+	now := time.Now()
+	cases := map[string]struct {
+		hdr  map[string]string
+		want int
+	}{
+		"valid":      {signSW("msg_1", now, body), 202},
+		"missing":    {nil, 401},
+		"stale":      {signSW("msg_2", now.Add(-10*time.Minute), body), 401},
+		"future":     {signSW("msg_3", now.Add(10*time.Minute), body), 401},
+		"wrong body": {signSW("msg_4", now, []byte(`{"type":"other"}`)), 401},
+	}
+	for name, c := range cases {
+		st, hdr, b := g.post("sw", body, c.hdr)
+		if st != c.want {
+			t.Errorf("%s: %d %s, want %d", name, st, b, c.want)
+			continue
+		}
+		if st == 401 {
+			p := decodeProblem(t, hdr, b)
+			if strings.Contains(string(b), testSecret) || strings.Contains(string(b), strings.TrimPrefix(testSecret, "whsec_")) {
+				t.Errorf("%s: the problem echoes the secret: %s", name, b)
+			}
+			if p.Status != 401 {
+				t.Errorf("%s: problem %+v", name, p)
+			}
+		}
+	}
+	evs, _, _ := g.Store().ListEvents(context.Background(), storage.EventFilter{})
+	if len(evs) != 1 || evs[0].EventID != "msg_1" || evs[0].Type != "user.created" {
+		t.Fatalf("stored %+v, want only the valid one (event id from webhook-id)", evs)
+	}
+}
+
+func TestIngestErrors(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	st, hdr, b := g.post("nope", []byte(`{}`), nil)
+	if st != 404 || decodeProblem(t, hdr, b).Status != 404 {
+		t.Fatalf("unknown source: %d %s", st, b)
+	}
+	big := []byte(`{"id":"big","pad":"` + strings.Repeat("x", 8<<10) + `"}`)
+	st, hdr, b = g.post("open", big, nil)
+	if st != 413 || decodeProblem(t, hdr, b).Status != 413 {
+		t.Fatalf("oversized body: %d %s", st, b)
+	}
+	evs, _, _ := g.Store().ListEvents(context.Background(), storage.EventFilter{})
+	if len(evs) != 0 {
+		t.Fatalf("a refused request stored %d events", len(evs))
+	}
+}
+
+// failingStore is the real store with Accept failing on command.
+type failingStore struct {
+	storage.Store
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *failingStore) set(v bool) { f.mu.Lock(); f.fail = v; f.mu.Unlock() }
+
+func (f *failingStore) Accept(ctx context.Context, r *storage.AcceptRequest) (storage.AcceptResult, error) {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail {
+		return storage.AcceptResult{}, errors.New("injected: disk full")
+	}
+	return f.Store.Accept(ctx, r)
+}
+
+func TestIngestStoreFailureIs503(t *testing.T) {
+	var fs *failingStore
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store {
+		fs = &failingStore{Store: s}
+		return fs
+	}})
+	fs.set(true)
+	st, hdr, b := g.post("open", []byte(`{"id":"f1"}`), nil)
+	if st != 503 || hdr.Get("Retry-After") == "" || decodeProblem(t, hdr, b).Status != 503 {
+		t.Fatalf("store failure: %d retry-after=%q %s", st, hdr.Get("Retry-After"), b)
+	}
+	if strings.Contains(string(b), "disk full") {
+		t.Fatalf("internal error leaked into the answer: %s", b)
+	}
+	fs.set(false)
+	if st, _, b := g.post("open", []byte(`{"id":"f1"}`), nil); st != 202 {
+		t.Fatalf("after recovery: %d %s", st, b)
+	}
+}
+
+func TestIngestFanOut(t *testing.T) {
+	rcv := newReceiver(t)
+	extra := fmt.Sprintf(`endpoints:
+  - {id: all, tenant: acme, url: %q}
+  - {id: invoices, tenant: acme, url: %q, event_types: ["invoice.*"]}
+  - {id: sw-only, tenant: acme, url: %q, sources: [sw]}
+  - {id: globex, tenant: globex, url: %q}
+`, rcv.url("all"), rcv.url("invoices"), rcv.url("sw-only"), rcv.url("globex"))
+	g := startGateway(t, gwOptions{extra: extra})
+	g.post("open", []byte(`{"id":"a","type":"invoice.paid"}`), nil)
+	g.post("open", []byte(`{"id":"b","type":"customer.created"}`), nil)
+	waitFor(t, 10*time.Second, "3 deliveries", func() bool { return rcv.count() >= 3 })
+	got := rcv.byPath()
+	if got["/all"] != 2 || got["/invoices"] != 1 || got["/sw-only"] != 0 || got["/globex"] != 0 {
+		t.Fatalf("fan-out %v", got)
+	}
+}

@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"hookgate/outbound"
+	"hookgate/storage"
+)
+
+// metrics are hookgate's Prometheus series, on a registry of their own so
+// that tests can run several gateways in one process.
+type metrics struct {
+	reg            *prometheus.Registry
+	ingestTotal    *prometheus.CounterVec
+	attemptsTotal  *prometheus.CounterVec
+	attemptLatency *prometheus.HistogramVec
+	deliveredTotal *prometheus.CounterVec
+	e2eLatency     prometheus.Histogram
+	inFlight       *prometheus.GaugeVec
+}
+
+func newMetrics(store storage.Store) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		ingestTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_ingest_requests_total",
+			Help: "Ingest requests by source and outcome (accepted, replayed, unauthorized, mismatch, store_error, ...).",
+		}, []string{"source", "outcome"}),
+		attemptsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_delivery_attempts_total",
+			Help: "Delivery attempts by endpoint and outcome.",
+		}, []string{"endpoint", "outcome"}),
+		attemptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookgate_delivery_attempt_seconds",
+			Help:    "Latency of delivery attempts.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"endpoint"}),
+		deliveredTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_deliveries_total",
+			Help: "Deliveries that reached a final state, by endpoint and state.",
+		}, []string{"endpoint", "state"}),
+		e2eLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookgate_ingest_to_delivery_seconds",
+			Help:    "Time from an event's receipt to its successful delivery.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookgate_delivery_in_flight",
+			Help: "Delivery attempts in flight, by endpoint.",
+		}, []string{"endpoint"}),
+	}
+	m.reg.MustRegister(m.ingestTotal, m.attemptsTotal, m.attemptLatency, m.deliveredTotal, m.e2eLatency, m.inFlight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newOutboxCollector(store))
+	return m
+}
+
+func (m *metrics) ingest(source, outcome string) {
+	m.ingestTotal.WithLabelValues(source, outcome).Inc()
+}
+
+// outboxCollector reports the outbox gauges at scrape time from the store,
+// so they are true after a restart too.
+type outboxCollector struct {
+	store   storage.Store
+	pending *prometheus.Desc
+	due     *prometheus.Desc
+}
+
+func newOutboxCollector(s storage.Store) *outboxCollector {
+	return &outboxCollector{
+		store:   s,
+		pending: prometheus.NewDesc("hookgate_outbox_next_due_seconds", "Seconds until the endpoint's earliest queued delivery is due (negative: overdue).", []string{"endpoint"}, nil),
+	}
+}
+
+func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.pending }
+
+func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	eps, err := c.store.ListEndpoints(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, ep := range eps {
+		due, ok, err := c.store.NextDue(ctx, ep.ID)
+		if err != nil || !ok {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, due.Sub(now).Seconds(), ep.ID)
+	}
+}
+
+var _ outbound.Metrics = (*metrics)(nil)
+
+// Attempt counts one decided attempt and its latency.
+func (m *metrics) Attempt(endpoint string, v outbound.Verdict, latency time.Duration) {
+	m.attemptsTotal.WithLabelValues(endpoint, v.String()).Inc()
+	m.attemptLatency.WithLabelValues(endpoint).Observe(latency.Seconds())
+	switch v {
+	case outbound.VerdictFailed, outbound.VerdictDisable:
+		m.deliveredTotal.WithLabelValues(endpoint, "failed").Inc()
+	}
+}
+
+// Delivered counts a success and its ingest-to-delivery latency.
+func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
+	m.deliveredTotal.WithLabelValues(endpoint, "succeeded").Inc()
+	m.e2eLatency.Observe(sinceIngest.Seconds())
+}
+
+// InFlight tracks attempts in flight per endpoint.
+func (m *metrics) InFlight(endpoint string, delta int) {
+	m.inFlight.WithLabelValues(endpoint).Add(float64(delta))
+}

@@ -1,0 +1,87 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
+)
+
+// problemBase prefixes every problem type; the slug after it names the case.
+const problemBase = "https://hookgate.dev/problems/"
+
+// Problem is an RFC 9457 problem detail, the body of every error answer.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Field names the request field at fault, for validation errors.
+	Field string `json:"field,omitempty"`
+}
+
+// problem writes a problem+json answer. detail must never contain a secret:
+// callers pass fixed text or names of fields, not values.
+func problem(c *fiber.Ctx, status int, slug, title, detail string) error {
+	return writeProblem(c, Problem{Type: problemBase + slug, Title: title, Status: status, Detail: detail})
+}
+
+func writeProblem(c *fiber.Ctx, p Problem) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "application/problem+json")
+	return c.Status(p.Status).Send(b)
+}
+
+// unavailable answers 503 with Retry-After: the store could not persist.
+func unavailable(c *fiber.Ctx, retryAfter int) error {
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfter))
+	return problem(c, fiber.StatusServiceUnavailable, "store-unavailable", "Service Unavailable",
+		"the event could not be stored durably; nothing was accepted, retry later")
+}
+
+// errorHandler turns errors that escape handlers (and Fiber's own, such as
+// a body over the limit) into problem+json without echoing input.
+func errorHandler(c *fiber.Ctx, err error) error {
+	status := fiber.StatusInternalServerError
+	title := "Internal Server Error"
+	slug := "internal"
+	detail := ""
+	if fe, ok := err.(*fiber.Error); ok {
+		status = fe.Code
+		title = statusText(fe.Code)
+		slug = problemSlug(fe.Code)
+		if fe.Code == fiber.StatusRequestEntityTooLarge {
+			detail = "the request body is larger than the configured limit"
+		}
+	}
+	return problem(c, status, slug, title, detail)
+}
+
+func statusText(code int) string {
+	if t := utils.StatusMessage(code); t != "" {
+		return t
+	}
+	return "Error"
+}
+
+func problemSlug(code int) string {
+	switch code {
+	case fiber.StatusRequestEntityTooLarge:
+		return "body-too-large"
+	case fiber.StatusNotFound:
+		return "not-found"
+	case fiber.StatusMethodNotAllowed:
+		return "method-not-allowed"
+	case fiber.StatusRequestHeaderFieldsTooLarge:
+		return "headers-too-large"
+	case fiber.StatusRequestTimeout:
+		return "request-timeout"
+	case fiber.StatusBadRequest:
+		return "bad-request"
+	}
+	return "http-" + strconv.Itoa(code)
+}
