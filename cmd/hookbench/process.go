@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// gatewayBinary returns the hookgate binary to run: the one given, or one
+// built from this repository into a temp dir.
+func gatewayBinary(given string) (string, func(), error) {
+	if given != "" {
+		return given, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "hookbench-bin")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "hookgate")
+	progress("building hookgate ...")
+	cmd := exec.Command("go", "build", "-o", bin, "hookgate")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build hookgate: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// freeAddr returns a free loopback address.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// process is a running child server.
+type process struct {
+	cmd   *exec.Cmd
+	admin string
+	log   *os.File
+}
+
+// startProcess runs bin with args and waits until healthURL answers 200.
+func startProcess(ctx context.Context, bin string, args []string, healthURL, logPath string) (*process, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Env = append(os.Environ(), "HOOKGATE_LOG_LEVEL=warn", "GOMAXPROCS="+os.Getenv("HOOKBENCH_GATEWAY_PROCS"))
+	if os.Getenv("HOOKBENCH_GATEWAY_PROCS") == "" {
+		cmd.Env = cmd.Env[:len(cmd.Env)-1]
+	}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	p := &process{cmd: cmd, log: lf}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(healthURL)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.kill()
+			return nil, fmt.Errorf("%s did not become healthy (log: %s)", bin, logPath)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *process) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		p.log.Close()
+		return err
+	case <-time.After(60 * time.Second):
+		p.kill()
+		return errors.New("did not stop within 60s")
+	}
+}
+
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	_, _ = p.cmd.Process.Wait()
+	p.log.Close()
+}
+
+// rssKiB reads the process's resident set (VmRSS) and peak (VmHWM) in KiB.
+func (p *process) rssKiB() (rss, peak int64) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, k := range []string{"VmRSS:", "VmHWM:"} {
+			if strings.HasPrefix(line, k) {
+				n, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+				if k == "VmRSS:" {
+					rss = n
+				} else {
+					peak = n
+				}
+			}
+		}
+	}
+	return rss, peak
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Result is one scenario's figures.
+type Result struct {
+	Scenario     string  `json:"scenario"`
+	Clients      int     `json:"clients"`
+	Requests     int64   `json:"requests"`
+	Acked        int64   `json:"acked"`
+	Replayed     int64   `json:"replayed"`
+	Errors       int64   `json:"errors"`
+	IngestRPS    float64 `json:"ingest_rps"`
+	AckP50ms     float64 `json:"ack_p50_ms"`
+	AckP99ms     float64 `json:"ack_p99_ms"`
+	AckMaxms     float64 `json:"ack_max_ms"`
+	FirstP50ms   float64 `json:"first_p50_ms,omitempty"`
+	ReplayP50ms  float64 `json:"replay_p50_ms,omitempty"`
+	Deliveries   int64   `json:"deliveries"`
+	DeliveryRPS  float64 `json:"deliveries_per_s"`
+	E2EP50ms     float64 `json:"e2e_p50_ms"`
+	E2EP99ms     float64 `json:"e2e_p99_ms"`
+	Duplicates   int64   `json:"duplicate_deliveries"`
+	PeakRSSMiB   float64 `json:"peak_rss_mib"`
+	CeilingRatio float64 `json:"ceiling_ratio,omitempty"`
+	// Backlog and restart figures.
+	Backlog         int64   `json:"backlog,omitempty"`
+	RSSStartMiB     float64 `json:"rss_start_mib,omitempty"`
+	RSSEndMiB       float64 `json:"rss_end_mib,omitempty"`
+	RateFirstTenth  float64 `json:"ingest_rps_first_tenth,omitempty"`
+	RateLastTenth   float64 `json:"ingest_rps_last_tenth,omitempty"`
+	ResumeAfterSecs float64 `json:"resume_after_s,omitempty"`
+	Notes           string  `json:"notes,omitempty"`
+}
+
+var scenarios = map[string]func(context.Context, options, string) (Result, error){
+	"steady":     steady,
+	"duplicates": duplicates,
+	"fanout":     fanout,
+	"backlog":    backlog,
+	"restart":    backlog,
+}
+
+func scenarioNames() []string {
+	var n []string
+	for k := range scenarios {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// bench is a gateway started for one scenario, with its receiver.
+type bench struct {
+	dir, listen, admin string
+	proc               *process
+	rcv                *receiver
+}
+
+func (b *bench) ingestURL() string { return "http://" + b.listen + "/ingest/bench" }
+
+// startBench starts a receiver and a gateway whose endpoints are the
+// given URL paths on that receiver ("!down" = a closed port).
+func startBench(ctx context.Context, o options, bin string, paths []string) (*bench, error) {
+	dir, err := os.MkdirTemp("", "hookbench-data")
+	if err != nil {
+		return nil, err
+	}
+	rcv, err := newReceiver()
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{dir: dir, rcv: rcv}
+	if b.listen, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if b.admin, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if err := b.start(ctx, o, bin, paths); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bench) start(ctx context.Context, o options, bin string, paths []string) error {
+	var eps strings.Builder
+	for i, p := range paths {
+		url := b.rcv.url(p)
+		if p == "!down" {
+			down, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			url = "http://" + down + "/down"
+		}
+		fmt.Fprintf(&eps, "  - {id: ep%d, tenant: bench, url: %q, max_in_flight: %d}\n", i, url, o.inFlight)
+	}
+	cfg := fmt.Sprintf(`server: {listen: %q, max_body: 1MiB}
+admin:
+  listen: %q
+  tokens: [{token: hookbench-admin-token}]
+storage: {path: %q}
+delivery:
+  allow_private_targets: true
+  timeout: 10s
+  retry: {initial_interval: 1s, max_interval: 30s, max_attempts: 1000, max_elapsed: 24h}
+sources:
+  - id: bench
+    tenant: bench
+    verify: {scheme: standard-webhooks, secrets: [%q]}
+endpoints:
+%s`, b.listen, b.admin, filepath.Join(b.dir, "data"), benchSecret, eps.String())
+	path := filepath.Join(b.dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	p, err := startProcess(ctx, bin, []string{"serve", "-config", path}, "http://"+b.admin+"/healthz", filepath.Join(b.dir, "gateway.log"))
+	if err != nil {
+		return err
+	}
+	b.proc = p
+	return nil
+}
+
+func (b *bench) close(o options) {
+	if b.proc != nil {
+		_ = b.proc.stop()
+	}
+	b.rcv.close()
+	if !o.keep {
+		os.RemoveAll(b.dir)
+	} else {
+		progress("data kept in %s", b.dir)
+	}
+}
+
+// waitDelivered polls until the receiver has n deliveries or d passes.
+func (b *bench) waitDelivered(ctx context.Context, n int64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for b.rcv.delivered.Load() < n {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// runLoad drives the bench gateway while printing progress every second.
+func (b *bench) runLoad(ctx context.Context, s loadSpec) loadResult {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := int64(0)
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				rss, _ := b.proc.rssKiB()
+				d := b.rcv.delivered.Load()
+				progress("  delivered %d (+%d/s), gateway RSS %.0f MiB", d, d-last, float64(rss)/1024)
+				last = d
+			}
+		}
+	}()
+	r := drive(ctx, s)
+	close(done)
+	return r
+}
+
+func steady(ctx context.Context, o options, bin string) (Result, error) {
+	return deliveryScenario(ctx, o, bin, "steady", []string{"r0"}, o.retries)
+}
+
+func fanout(ctx context.Context, o options, bin string) (Result, error) {
+	paths := make([]string, o.endpoints)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("r%d", i)
+	}
+	return deliveryScenario(ctx, o, bin, "fanout", paths, o.retries)
+}
+
+// deliveryScenario ingests for the duration and waits for every delivery.
+func deliveryScenario(ctx context.Context, o options, bin, name string, paths []string, retries float64) (Result, error) {
+	b, err := startBench(ctx, o, bin, paths)
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.close(o)
+	lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: retries, prefix: name})
+	fresh := lr.OK - lr.Replayed
+	want := fresh * int64(len(paths))
+	if !b.waitDelivered(ctx, want, 120*time.Second) {
+		progress("  warning: %d of %d deliveries arrived", b.rcv.delivered.Load(), want)
+	}
+	r := summarize(name, o, lr)
+	fillDeliveries(&r, b, lr)
+	_, peak := b.proc.rssKiB()
+	r.PeakRSSMiB = float64(peak) / 1024
+	return r, nil
+}
+
+func duplicates(ctx context.Context, o options, bin string) (Result, error) {
+	b, err := startBench(ctx, o, bin, []string{"r0"})
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.close(o)
+	lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, fixedIDs: 100, prefix: "dup"})
+	b.waitDelivered(ctx, 100, 30*time.Second)
+	r := summarize("duplicates", o, lr)
+	fillDeliveries(&r, b, lr)
+	_, peak := b.proc.rssKiB()
+	r.PeakRSSMiB = float64(peak) / 1024
+	r.Notes = fmt.Sprintf("64 clients x 100 events: %d first answers, %d replays", lr.OK-lr.Replayed, lr.Replayed)
+	return r, nil
+}
+
+// backlog queues o.backlog deliveries for an endpoint that is down,
+// watching ingest rate and RSS, then restarts the gateway with the endpoint
+// up and measures how soon deliveries resume.
+func backlog(ctx context.Context, o options, bin string) (Result, error) {
+	b, err := startBench(ctx, o, bin, []string{"!down"})
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.close(o)
+	rssStart, _ := b.proc.rssKiB()
+	tenth := int64(o.backlog / 10)
+	var rates []float64
+	var total loadResult
+	for i := 0; i < 10 && ctx.Err() == nil; i++ {
+		lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, total: tenth, bodySize: o.bodySize, prefix: fmt.Sprintf("backlog%d", i)})
+		rate := float64(lr.OK) / lr.Elapsed.Seconds()
+		rss, _ := b.proc.rssKiB()
+		progress("  backlog %d/10: %.0f req/s, RSS %.0f MiB", i+1, rate, float64(rss)/1024)
+		rates = append(rates, rate)
+		total.Requests += lr.Requests
+		total.OK += lr.OK
+		total.Errors += lr.Errors
+		total.Elapsed += lr.Elapsed
+		total.Latencies = append(total.Latencies, lr.Latencies...)
+	}
+	r := summarize("backlog+restart", o, total)
+	rssEnd, peak := b.proc.rssKiB()
+	r.Backlog, r.RSSStartMiB, r.RSSEndMiB, r.PeakRSSMiB = total.OK, float64(rssStart)/1024, float64(rssEnd)/1024, float64(peak)/1024
+	if len(rates) == 10 {
+		r.RateFirstTenth, r.RateLastTenth = rates[0], rates[9]
+	}
+	// Restart with the endpoint up: how soon do deliveries resume?
+	progress("  restarting with the endpoint up ...")
+	if err := b.proc.stop(); err != nil {
+		return r, fmt.Errorf("stop: %w", err)
+	}
+	t0 := time.Now()
+	if err := b.start(ctx, o, bin, []string{"r0"}); err != nil {
+		return r, err
+	}
+	b.waitDelivered(ctx, 1, 120*time.Second)
+	r.ResumeAfterSecs = time.Since(t0).Seconds()
+	window := 10 * time.Second
+	n0 := b.rcv.delivered.Load()
+	time.Sleep(window) // a measurement window, not synchronisation
+	r.DeliveryRPS = float64(b.rcv.delivered.Load()-n0) / window.Seconds()
+	r.Deliveries = b.rcv.delivered.Load()
+	r.Notes = fmt.Sprintf("restart to first delivery %.2fs (includes process start and store open); drain rate %.0f/s", r.ResumeAfterSecs, r.DeliveryRPS)
+	return r, nil
+}
+
+func fillDeliveries(r *Result, b *bench, lr loadResult) {
+	n, dups, lats, _, last := b.rcv.snapshot()
+	r.Deliveries, r.Duplicates = n, dups
+	if n > 0 && !last.IsZero() {
+		// From the start of the load to the last delivery.
+		r.DeliveryRPS = float64(n) / last.Sub(lr.Start).Seconds()
+	}
+	r.E2EP50ms, r.E2EP99ms = ms(pct(lats, 50)), ms(pct(lats, 99))
+}
