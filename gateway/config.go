@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -375,7 +374,7 @@ func ParseConfig(data []byte, name string, lookupEnv func(string) (string, bool)
 		d.validate(cfg)
 	}
 	if len(d.errs) > 0 {
-		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+		slices.SortStableFunc(d.errs, func(a, b ConfigError) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, d.errs
 	}
 	return cfg, nil

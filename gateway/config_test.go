@@ -456,6 +456,7 @@ func TestConfigRules(t *testing.T) {
 		{"unknown key", base + "servr: {}\n", "servr", 3, "unknown key; did you mean server?"},
 		{"unknown nested key", base + "server:\n  maxBody: 1MiB\n", "server.maxBody", 4, "did you mean max_body?"},
 		{"unknown key lists known", base + "storage:\n  flavour: x\n", "storage.flavour", 4, "expected one of: driver, path"},
+		{"unprintable key is quoted", base + "\"a\\nb\": 1\n", `"a\nb"`, 3, "unknown key"},
 		{"duplicate key", base + "dedupe:\n  ttl: 1h\n  ttl: 2h\n", "dedupe.ttl", 5, "duplicate key (first at line 4)"},
 		{"mapping expected", base + "server: [1]\n", "server", 3, "expected a mapping, got a list"},
 		{"list expected", base + "sources: {id: x}\n", "sources", 3, "expected a list, got a mapping"},
@@ -470,6 +471,7 @@ func TestConfigRules(t *testing.T) {
 		// listeners
 		{"listen without port", base + "server:\n  listen: \"8080\"\n", "server.listen", 4, "must be host:port"},
 		{"listen port range", base + "server:\n  listen: \":99999\"\n", "server.listen", 4, "port must be between 0 and 65535"},
+		{"listen empty", base + "server:\n  listen: \"\"\n", "server.listen", 4, "listen address is required"},
 		{"max_body zero", base + "server:\n  max_body: 0\n", "server.max_body", 4, "greater than 0"},
 		{"same listener", "server: {listen: \":9000\"}\nadmin:\n  listen: \":9000\"\n  tokens: [{token: t}]\n", "admin.listen", 3, "must differ from server.listen"},
 
@@ -483,6 +485,7 @@ func TestConfigRules(t *testing.T) {
 		// storage and durations
 		{"postgres", base + "storage:\n  driver: postgres\n", "storage.driver", 4, "postgres is not supported yet"},
 		{"unknown driver", base + "storage:\n  driver: sqlite\n", "storage.driver", 4, `unknown driver "sqlite"`},
+		{"empty driver", base + "storage:\n  driver: \"\"\n", "storage.driver", 4, "driver is required"},
 		{"empty path", base + "storage:\n  path: \"\"\n", "storage.path", 4, "path is required"},
 		{"dedupe ttl zero", base + "dedupe:\n  ttl: 0s\n", "dedupe.ttl", 4, "greater than 0"},
 		{"retention negative", base + "retention: -1h\n", "retention", 3, "greater than 0"},
@@ -585,6 +588,42 @@ func TestConfigAliasBomb(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %v", d)
+	}
+}
+
+func TestConfigTooManyErrors(t *testing.T) {
+	_, err := parse(t, base+"sources:\n"+strings.Repeat("  - {}\n", maxErrors), nil)
+	errs := configErrors(t, err)
+	if len(errs) != maxErrors+1 || errs[maxErrors].Msg != "too many errors; stopping here" {
+		t.Errorf("got %d errors, last %q; want %d and a note", len(errs), errs[len(errs)-1].Error(), maxErrors+1)
+	}
+}
+
+func TestConfigNilLookupMeansNoVariables(t *testing.T) {
+	cfg, err := ParseConfig([]byte(base+"storage: {path: \"${DIR:-/var/lib/hookgate}\"}\n"), "x.yaml", nil)
+	if err != nil || cfg.Storage.Path != "/var/lib/hookgate" {
+		t.Errorf("got %v, %v", cfg, err)
+	}
+}
+
+func TestDurationAndSizeText(t *testing.T) {
+	d := Duration(90 * time.Second)
+	b, _ := d.MarshalText()
+	var d2 Duration
+	if err := d2.UnmarshalText(b); err != nil || d2 != d || string(b) != "1m30s" {
+		t.Errorf("duration round trip: %q -> %v, %v", b, d2, err)
+	}
+	if err := d2.UnmarshalText([]byte("90")); err == nil {
+		t.Error("a duration without unit was accepted")
+	}
+	sz := Size(512 << 10)
+	b, _ = sz.MarshalText()
+	var sz2 Size
+	if err := sz2.UnmarshalText(b); err != nil || sz2 != sz || string(b) != "512KiB" {
+		t.Errorf("size round trip: %q -> %v, %v", b, sz2, err)
+	}
+	if err := sz2.UnmarshalText([]byte("lots")); err == nil {
+		t.Error("a bad size was accepted")
 	}
 }
 
