@@ -209,6 +209,10 @@ type Delivery struct {
 	// RetryFrom is when the current retry budget started (creation, or a
 	// manual retry); max_elapsed counts from it.
 	RetryFrom time.Time `json:"retry_from"`
+	// RetryBase is AttemptCount when the current retry budget started: a
+	// manual retry gets max_attempts new attempts, while attempt numbers
+	// keep counting up.
+	RetryBase int `json:"retry_base,omitempty"`
 	// Interval is the current (unrandomized) backoff interval.
 	Interval   time.Duration `json:"interval"`
 	LastError  string        `json:"last_error,omitempty"`

@@ -48,6 +48,7 @@ type DB struct {
 	done   chan struct{}
 	closed sync.Once
 	log    *slog.Logger
+	floors *floors
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
@@ -85,11 +86,12 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
 	db := &DB{
-		db:   bdb,
-		ops:  make(chan *op, maxBatchOps),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-		log:  log,
+		db:     bdb,
+		ops:    make(chan *op, maxBatchOps),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		log:    log,
+		floors: newFloors(),
 	}
 	go db.writeLoop()
 	return db, nil

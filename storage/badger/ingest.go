@@ -71,7 +71,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 			return err
 		}
 		for i := range req.Deliveries {
-			if err := putNewDelivery(txn, &req.Deliveries[i], dls[i]); err != nil {
+			if err := db.putNewDelivery(txn, &req.Deliveries[i], dls[i]); err != nil {
 				return err
 			}
 		}
@@ -104,7 +104,7 @@ func checkDedupe(txn *bdg.Txn, k []byte, req *storage.AcceptRequest) (storage.Ac
 }
 
 // putNewDelivery writes a delivery with its indexes and its outbox entry.
-func putNewDelivery(txn *bdg.Txn, d *storage.Delivery, enc []byte) error {
+func (db *DB) putNewDelivery(txn *bdg.Txn, d *storage.Delivery, enc []byte) error {
 	if err := txn.Set(deliveryKey(d.ID), enc); err != nil {
 		return err
 	}
@@ -117,7 +117,14 @@ func putNewDelivery(txn *bdg.Txn, d *storage.Delivery, enc []byte) error {
 	if d.State.Terminal() {
 		return nil
 	}
-	return txn.Set(queueKey(d.Endpoint, dueAt(d), d.ID), nil)
+	return db.setQueue(txn, d)
+}
+
+// setQueue writes the outbox entry of a live delivery.
+func (db *DB) setQueue(txn *bdg.Txn, d *storage.Delivery) error {
+	due := dueAt(d)
+	db.floors.lower(d.Endpoint, due)
+	return txn.Set(queueKey(d.Endpoint, due, d.ID), nil)
 }
 
 // dueAt is where a live delivery sits in its endpoint's outbox.

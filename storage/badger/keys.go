@@ -80,7 +80,7 @@ func queuePrefix(endpoint string) []byte {
 // queueKey is the outbox entry of a delivery due at t.
 func queueKey(endpoint string, t time.Time, dlv string) []byte {
 	k := queuePrefix(endpoint)
-	k = binary.BigEndian.AppendUint64(k, uint64(t.UnixNano()))
+	k = binary.BigEndian.AppendUint64(k, uint64(dueNanos(t)))
 	k = append(k, sep)
 	return append(k, dlv...)
 }

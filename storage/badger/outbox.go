@@ -2,6 +2,7 @@ package badger
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,44 +15,65 @@ import (
 
 // Claim leases up to limit due deliveries of one endpoint.
 func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]storage.Job, error) {
-	var claimed []storage.Delivery
+	var (
+		claimed []storage.Delivery
+		next    int64  // the floor after this claim, if nothing moves below it
+		version uint64 // the floor's version after this claim's own writes
+	)
 	until := now.Add(lease)
 	err := db.update(ctx, 256*limit, func(txn *bdg.Txn) error {
 		claimed = claimed[:0]
-		due, err := scanDue(txn, endpoint, now, limit)
+		from, _ := db.floors.get(endpoint)
+		due, rest, err := scanDue(txn, endpoint, from, now, limit)
 		if err != nil {
 			return err
 		}
+		var stale [][]byte
+		var ds []storage.Delivery
 		for _, q := range due {
 			d, err := getDelivery(txn, q.id)
-			if errors.Is(err, storage.ErrNotFound) {
-				if err := txn.Delete(q.key); err != nil {
-					return err
-				}
-				continue
+			switch {
+			case errors.Is(err, storage.ErrNotFound):
+				stale = append(stale, q.key)
+			case err != nil:
+				return err
+			case d.State.Terminal() || !dueAt(&d).Equal(q.due):
+				stale = append(stale, q.key) // the record moved on
+			default:
+				ds = append(ds, d)
 			}
-			if err != nil {
+		}
+		// All reads done: now the writes.
+		for _, k := range stale {
+			if err := txn.Delete(k); err != nil {
 				return err
 			}
-			if d.State.Terminal() || !dueAt(&d).Equal(q.due) {
-				// A stale entry (the record moved on): drop it.
-				if err := txn.Delete(q.key); err != nil {
-					return err
-				}
-				continue
+		}
+		next = rest
+		for i := range ds {
+			d := &ds[i]
+			old := queueKey(d.Endpoint, d.NextAttemptAt, d.ID)
+			if d.State == storage.StateDelivering {
+				old = queueKey(d.Endpoint, d.LeaseUntil, d.ID)
 			}
 			d.State = storage.StateDelivering
 			d.LeaseUntil = until
 			d.UpdatedAt = now
-			if err := moveQueue(txn, &d, q.key); err != nil {
+			if err := db.moveQueue(txn, d, old); err != nil {
 				return err
 			}
-			claimed = append(claimed, d)
+			next = min(next, dueNanos(until))
+			claimed = append(claimed, *d)
 		}
+		_, version = db.floors.get(endpoint)
 		return nil
 	})
-	if err != nil || len(claimed) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	db.floors.raise(endpoint, next, version)
+	if len(claimed) == 0 {
+		return nil, nil
 	}
 	jobs := make([]storage.Job, 0, len(claimed))
 	err = db.view(func(txn *bdg.Txn) error {
@@ -73,29 +95,33 @@ type dueEntry struct {
 	id  string
 }
 
-// scanDue lists up to limit outbox entries of endpoint due at or before now.
-func scanDue(txn *bdg.Txn, endpoint string, now time.Time, limit int) ([]dueEntry, error) {
+// scanDue lists up to limit outbox entries of endpoint due at or before
+// now, starting at the floor from (Unix ns). rest is the due time of the
+// first live entry after them (noneLeft when there is none).
+func scanDue(txn *bdg.Txn, endpoint string, from int64, now time.Time, limit int) (out []dueEntry, rest int64, err error) {
 	p := queuePrefix(endpoint)
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 	defer it.Close()
-	var out []dueEntry
-	for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
+	rest = noneLeft
+	seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(from))
+	for it.Seek(seek); it.Valid(); it.Next() {
 		k := it.Item().KeyCopy(nil)
 		due, id, ok := parseQueueKey(p, k)
 		if !ok {
 			continue
 		}
-		if due.After(now) {
+		if due.After(now) || len(out) == limit {
+			rest = dueNanos(due)
 			break
 		}
 		out = append(out, dueEntry{key: k, due: due, id: id})
 	}
-	return out, nil
+	return out, rest, nil
 }
 
 // moveQueue writes d and moves its outbox entry from old (nil = none) to
 // where d now belongs (none once terminal).
-func moveQueue(txn *bdg.Txn, d *storage.Delivery, old []byte) error {
+func (db *DB) moveQueue(txn *bdg.Txn, d *storage.Delivery, old []byte) error {
 	if old != nil {
 		if err := txn.Delete(old); err != nil {
 			return err
@@ -107,7 +133,7 @@ func moveQueue(txn *bdg.Txn, d *storage.Delivery, old []byte) error {
 	if d.State.Terminal() {
 		return nil
 	}
-	return txn.Set(queueKey(d.Endpoint, dueAt(d), d.ID), nil)
+	return db.setQueue(txn, d)
 }
 
 // NextDue returns the earliest outbox time of an endpoint.
@@ -115,10 +141,12 @@ func (db *DB) NextDue(ctx context.Context, endpoint string) (time.Time, bool, er
 	var due time.Time
 	var ok bool
 	err := db.view(func(txn *bdg.Txn) error {
+		from, _ := db.floors.get(endpoint)
 		p := queuePrefix(endpoint)
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+		seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(from))
+		for it.Seek(seek); it.Valid(); it.Next() {
 			if due, _, ok = parseQueueKey(p, it.Item().Key()); ok {
 				return nil
 			}
@@ -157,7 +185,7 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 		if err := txn.Set(attemptKey(d.ID, n), att); err != nil {
 			return err
 		}
-		return moveQueue(txn, &d, old)
+		return db.moveQueue(txn, &d, old)
 	})
 }
 
@@ -183,7 +211,7 @@ func (db *DB) Release(ctx context.Context, ids []string, lease, due time.Time) e
 			d.State = storage.StatePending
 			d.LeaseUntil = time.Time{}
 			d.NextAttemptAt = due
-			if err := moveQueue(txn, d, old); err != nil {
+			if err := db.moveQueue(txn, d, old); err != nil {
 				return err
 			}
 		}
@@ -212,7 +240,7 @@ func (db *DB) Enqueue(ctx context.Context, ds []storage.Delivery) error {
 			}
 		}
 		for i := range ds {
-			if err := putNewDelivery(txn, &ds[i], encs[i]); err != nil {
+			if err := db.putNewDelivery(txn, &ds[i], encs[i]); err != nil {
 				return err
 			}
 		}
@@ -239,10 +267,11 @@ func (db *DB) Retry(ctx context.Context, id string, now time.Time) (storage.Deli
 		d.LeaseUntil = time.Time{}
 		d.NextAttemptAt = now
 		d.RetryFrom = now
+		d.RetryBase = d.AttemptCount
 		d.Interval = 0
 		d.UpdatedAt = now
 		out = d
-		return moveQueue(txn, &d, old)
+		return db.moveQueue(txn, &d, old)
 	})
 	return out, err
 }
@@ -255,7 +284,7 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 		n := 0
 		err := db.update(ctx, 256*512, func(txn *bdg.Txn) error {
 			n = 0
-			due, err := scanDue(txn, endpoint, time.Unix(0, 1<<62), 512)
+			due, _, err := scanDue(txn, endpoint, 0, time.Unix(0, 1<<62), 512)
 			if err != nil {
 				return err
 			}

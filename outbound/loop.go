@@ -1,0 +1,356 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"hookgate/storage"
+)
+
+// minIdleWait keeps a loop from spinning: if the store reports a due
+// delivery that it then does not hand out, or a rate token is a rounding
+// error away.
+const minIdleWait = time.Millisecond
+
+// endpointLoop delivers one endpoint's outbox. Its goroutine claims; each
+// claimed delivery is sent by its own goroutine, which writes the outcome
+// and frees its slot. A slow or failing endpoint only fills its own slots.
+type endpointLoop struct {
+	d      *Dispatcher
+	id     string
+	wake   chan struct{}      // capacity 1: a pending "look again"
+	cancel context.CancelFunc // ends run; set by startLoop
+	passes atomic.Int64       // planning passes so far (tests wait on it)
+
+	mu       sync.Mutex
+	ep       storage.Endpoint
+	limiter  *rate.Limiter // nil when rate_limit is 0
+	inFlight int
+	circuit  circuit
+}
+
+func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
+	l := &endpointLoop{
+		d:    d,
+		id:   ep.ID,
+		wake: make(chan struct{}, 1),
+		circuit: circuit{
+			threshold: d.cfg.CircuitFailures,
+			minCool:   d.cfg.CircuitCooldown,
+			maxCool:   d.cfg.CircuitMaxCooldown,
+		},
+	}
+	l.update(ep)
+	return l
+}
+
+// update applies new endpoint settings. A new rate gets a new limiter; an
+// endpoint enabled again starts with a closed circuit.
+func (l *endpointLoop) update(ep storage.Endpoint) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ep.Disabled && !ep.Disabled {
+		l.circuit.reset()
+	}
+	if l.limiter == nil || ep.RateLimit != l.ep.RateLimit {
+		l.limiter = newLimiter(ep.RateLimit)
+	}
+	l.ep = ep
+}
+
+// newLimiter paces attempts at r per second (nil = unlimited). The burst
+// is a tenth of a second's worth, at least one: claims can be batched
+// without exceeding the rate by more than that over any second.
+func newLimiter(r float64) *rate.Limiter {
+	if r <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(r), max(1, int(math.Ceil(r/10))))
+}
+
+// poke asks the loop to look at its outbox again; it never blocks.
+func (l *endpointLoop) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run claims and dispatches until ctx ends.
+func (l *endpointLoop) run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		wait := l.pass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if wait <= 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// plan is what one pass may claim.
+type plan struct {
+	ep   storage.Endpoint
+	n    int           // how many to claim; 0 = none now
+	wait time.Duration // when n is 0: the longest wait before the next pass
+}
+
+// pass claims what the endpoint may take now and starts sending it. It
+// returns how long to wait before the next pass (0 = at once), unless a
+// poke comes first.
+func (l *endpointLoop) pass(ctx context.Context) time.Duration {
+	l.passes.Add(1)
+	now := l.d.cfg.Now()
+	p := l.plan(now)
+	if p.n == 0 {
+		return p.wait
+	}
+	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, p.n, l.d.leaseFor(&p.ep))
+	if err != nil {
+		if ctx.Err() == nil {
+			l.d.log.Error("claim deliveries", "endpoint", l.id, "err", err)
+		}
+		return l.d.cfg.Poll
+	}
+	probe := l.claimed(len(jobs), now)
+	for i := range jobs {
+		l.d.jobs.Add(1)
+		go l.attempt(p.ep, &jobs[i], probe)
+	}
+	if len(jobs) == p.n {
+		return 0 // there may be more due
+	}
+	return l.idleWait(ctx, len(jobs) > 0)
+}
+
+// plan decides under the lock how many deliveries the next claim may take:
+// none while disabled, the circuit is open or the slots are full, at most
+// the free max_in_flight slots, the circuit's allowance and the rate
+// limiter's tokens.
+func (l *endpointLoop) plan(now time.Time) plan {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := plan{ep: l.ep, wait: l.d.cfg.Poll}
+	free := maxInFlight(&l.ep) - l.inFlight
+	if l.ep.Disabled || free <= 0 {
+		return p // an update or a finished attempt pokes the loop
+	}
+	allowed, until := l.circuit.allow(now)
+	if allowed == 0 {
+		if !until.IsZero() {
+			p.wait = until.Sub(now)
+		}
+		return p
+	}
+	if allowed != unlimited {
+		free = min(free, allowed)
+	}
+	if l.limiter != nil {
+		tokens := l.limiter.TokensAt(now)
+		if tokens < 1 {
+			p.wait = max(time.Duration((1-tokens)/float64(l.limiter.Limit())*float64(time.Second)), minIdleWait)
+			return p
+		}
+		free = min(free, int(tokens))
+	}
+	p.n = free
+	return p
+}
+
+// maxInFlight is the endpoint's max_in_flight, or the default when unset.
+func maxInFlight(ep *storage.Endpoint) int {
+	if ep.MaxInFlight <= 0 {
+		return DefaultMaxInFlight
+	}
+	return ep.MaxInFlight
+}
+
+// claimed accounts for n claimed deliveries: slots, rate tokens and the
+// half-open probe. It reports whether they are the circuit's probe.
+func (l *endpointLoop) claimed(n int, now time.Time) (probe bool) {
+	if n == 0 {
+		return false
+	}
+	l.mu.Lock()
+	l.inFlight += n
+	if l.limiter != nil {
+		l.limiter.ReserveN(now, n)
+	}
+	probe = l.circuit.claimed(n)
+	l.mu.Unlock()
+	l.d.cfg.Metrics.InFlight(l.id, n)
+	return probe
+}
+
+// idleWait is how long to wait when the outbox had less due than the loop
+// could take: until the next due time, at most the poll interval.
+func (l *endpointLoop) idleWait(ctx context.Context, progressed bool) time.Duration {
+	due, ok, err := l.d.cfg.Store.NextDue(ctx, l.id)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.d.log.Error("next due delivery", "endpoint", l.id, "err", err)
+		}
+		return l.d.cfg.Poll
+	}
+	if !ok {
+		return l.d.cfg.Poll
+	}
+	wait := min(due.Sub(l.d.cfg.Now()), l.d.cfg.Poll)
+	if wait <= 0 && !progressed {
+		return minIdleWait
+	}
+	return wait
+}
+
+// attempt sends one claimed delivery and records its outcome, or releases
+// the claim when a shutdown abandoned the attempt.
+func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool) {
+	defer l.d.jobs.Done()
+	defer l.finished()
+	d := l.d
+	res := d.sender.send(d.attemptCtx, &ep, job)
+	if d.attemptCtx.Err() != nil && res.answer.StatusCode == 0 {
+		d.release(job)
+		return
+	}
+	end := d.cfg.Now()
+	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
+	d.complete(&ep, job, &res, dec)
+	l.record(dec.Verdict == VerdictSucceeded, probe, end)
+	d.cfg.Metrics.Attempt(ep.ID, dec.Verdict, res.attempt.Latency)
+	if dec.Verdict == VerdictSucceeded && !job.Event.ReceivedAt.IsZero() {
+		d.cfg.Metrics.Delivered(ep.ID, end.Sub(job.Event.ReceivedAt))
+	}
+	if dec.Verdict == VerdictDisable {
+		d.disable(l, dec.Reason)
+	}
+}
+
+// finished frees an attempt's slot and pokes the loop to fill it.
+func (l *endpointLoop) finished() {
+	l.mu.Lock()
+	l.inFlight--
+	l.mu.Unlock()
+	l.d.cfg.Metrics.InFlight(l.id, -1)
+	l.poke()
+}
+
+// record feeds an attempt's outcome to the circuit and logs a change.
+func (l *endpointLoop) record(ok, probe bool, now time.Time) {
+	l.mu.Lock()
+	from, to := l.circuit.record(ok, probe, now)
+	cool := l.circuit.cool
+	l.mu.Unlock()
+	switch {
+	case from == to:
+	case to == circuitOpen:
+		l.d.log.Warn("endpoint paused after failures", "endpoint", l.id, "circuit", to.String(), "cooldown", cool)
+	case to == circuitClosed:
+		l.d.log.Info("endpoint resumed", "endpoint", l.id, "circuit", to.String())
+	}
+}
+
+// markDisabled disables the endpoint in memory; changed is false when it
+// already was. It returns the endpoint to persist.
+func (l *endpointLoop) markDisabled(reason string, now time.Time) (storage.Endpoint, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ep.Disabled {
+		return l.ep, false
+	}
+	l.ep.Disabled = true
+	l.ep.DisabledReason = reason
+	l.ep.UpdatedAt = now
+	return l.ep, true
+}
+
+// complete writes an attempt and the state it leads to in one store write.
+func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision) {
+	att := res.attempt
+	if dec.Reason != "" {
+		att.Error = joinError(att.Error, dec.Reason)
+	}
+	out := &storage.Outcome{
+		Delivery:      job.Delivery.ID,
+		Lease:         job.Delivery.LeaseUntil,
+		Attempt:       att,
+		State:         stateOf(dec.Verdict),
+		NextAttemptAt: dec.NextAttemptAt,
+		Interval:      dec.Interval,
+		CountAttempt:  true,
+	}
+	ctx, cancel := d.writeContext()
+	defer cancel()
+	err := d.cfg.Store.Complete(ctx, out)
+	log := d.log.With("endpoint", ep.ID, "delivery", job.Delivery.ID, "attempt", att.N,
+		"status", att.StatusCode, "verdict", dec.Verdict.String())
+	switch {
+	case errors.Is(err, storage.ErrLeaseLost):
+		log.Debug("attempt outcome dropped: claim lost (lease expired, retried or cancelled)")
+	case err != nil:
+		log.Error("record attempt", "err", err)
+	default:
+		logAttempt(log, dec, att)
+	}
+}
+
+// logAttempt logs a recorded attempt: failures that end a delivery are
+// warnings, everything else is debug.
+func logAttempt(log *slog.Logger, dec Decision, att storage.Attempt) {
+	switch dec.Verdict {
+	case VerdictFailed, VerdictDisable:
+		log.Warn("delivery failed", "error", att.Error)
+	case VerdictRetry:
+		log.Debug("attempt failed, will retry", "error", att.Error, "next_attempt_at", dec.NextAttemptAt)
+	default:
+		log.Debug("delivered", "latency", att.Latency)
+	}
+}
+
+// release returns an abandoned attempt's claim: pending, due now, and no
+// attempt counted (the endpoint may have received it; delivery is at least
+// once and the Idempotency-Key lets it deduplicate).
+func (d *Dispatcher) release(job *storage.Job) {
+	ctx, cancel := d.writeContext()
+	defer cancel()
+	err := d.cfg.Store.Release(ctx, []string{job.Delivery.ID}, job.Delivery.LeaseUntil, d.cfg.Now())
+	if err != nil {
+		d.log.Warn("release claim; it returns when its lease expires", "delivery", job.Delivery.ID, "err", err)
+	}
+}
+
+// stateOf is the delivery state a verdict leads to.
+func stateOf(v Verdict) storage.DeliveryState {
+	switch v {
+	case VerdictSucceeded:
+		return storage.StateSucceeded
+	case VerdictRetry:
+		return storage.StatePending
+	}
+	return storage.StateFailed
+}
+
+// joinError appends a note to an attempt's error text.
+func joinError(err, note string) string {
+	if err == "" {
+		return note
+	}
+	return err + "; " + note
+}

@@ -1,0 +1,147 @@
+package outbound
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	p := storage.RetryPolicy{
+		InitialInterval: 5 * time.Second, Multiplier: 2, MaxInterval: time.Minute,
+		MaxAttempts: 10, MaxElapsed: 24 * time.Hour, // no randomization: exact waits
+	}
+	fresh := storage.Delivery{RetryFrom: now.Add(-time.Minute)}
+	after := func(attempts int, interval time.Duration) storage.Delivery {
+		d := fresh
+		d.AttemptCount, d.Interval = attempts, interval
+		return d
+	}
+	timeout := errors.New("timeout after 10s")
+	for _, tc := range []struct {
+		name     string
+		d        storage.Delivery
+		a        Answer
+		verdict  Verdict
+		wait     time.Duration // from now, for VerdictRetry
+		interval time.Duration
+	}{
+		{"200", fresh, Answer{StatusCode: 200}, VerdictSucceeded, 0, 0},
+		{"204", fresh, Answer{StatusCode: 204}, VerdictSucceeded, 0, 0},
+		{"302 is a failure", fresh, Answer{StatusCode: 302}, VerdictRetry, 5 * time.Second, 5 * time.Second},
+		{"410 disables", fresh, Answer{StatusCode: 410}, VerdictDisable, 0, 0},
+		{"400 retried", fresh, Answer{StatusCode: 400}, VerdictRetry, 5 * time.Second, 5 * time.Second},
+		{"500 grows", after(1, 5*time.Second), Answer{StatusCode: 500}, VerdictRetry, 10 * time.Second, 10 * time.Second},
+		{"capped at max_interval", after(5, 40*time.Second), Answer{StatusCode: 500}, VerdictRetry, time.Minute, time.Minute},
+		{"stays at max_interval", after(6, time.Minute), Answer{StatusCode: 502}, VerdictRetry, time.Minute, time.Minute},
+		{"transport error", after(1, 5*time.Second), Answer{Err: timeout}, VerdictRetry, 10 * time.Second, 10 * time.Second},
+		{"429 Retry-After seconds", fresh, Answer{StatusCode: 429, RetryAfter: "7"}, VerdictRetry, 7 * time.Second, 5 * time.Second},
+		{"503 Retry-After date", fresh, Answer{StatusCode: 503, RetryAfter: now.Add(30 * time.Second).Format(http.TimeFormat)}, VerdictRetry, 30 * time.Second, 5 * time.Second},
+		{"Retry-After capped", fresh, Answer{StatusCode: 429, RetryAfter: "3600"}, VerdictRetry, time.Minute, 5 * time.Second},
+		{"Retry-After date in the past", fresh, Answer{StatusCode: 503, RetryAfter: now.Add(-time.Hour).Format(http.TimeFormat)}, VerdictRetry, 0, 5 * time.Second},
+		{"Retry-After ignored on 500", fresh, Answer{StatusCode: 500, RetryAfter: "7"}, VerdictRetry, 5 * time.Second, 5 * time.Second},
+		{"bad Retry-After falls back", fresh, Answer{StatusCode: 429, RetryAfter: "soon"}, VerdictRetry, 5 * time.Second, 5 * time.Second},
+		{"max_attempts reached", after(9, time.Minute), Answer{StatusCode: 500}, VerdictFailed, 0, time.Minute},
+		{"one attempt left", after(8, time.Minute), Answer{StatusCode: 500}, VerdictRetry, time.Minute, time.Minute},
+		{"max_elapsed exceeded", storage.Delivery{AttemptCount: 3, Interval: time.Minute, RetryFrom: now.Add(-24*time.Hour + 30*time.Second)},
+			Answer{StatusCode: 500}, VerdictFailed, 0, time.Minute},
+		{"max_elapsed exactly reached", storage.Delivery{AttemptCount: 3, Interval: time.Minute, RetryFrom: now.Add(-24*time.Hour + time.Minute)},
+			Answer{StatusCode: 500}, VerdictRetry, time.Minute, time.Minute},
+		{"Retry-After beyond max_elapsed", storage.Delivery{AttemptCount: 3, RetryFrom: now.Add(-24*time.Hour + 5*time.Second)},
+			Answer{StatusCode: 429, RetryAfter: "30"}, VerdictFailed, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dec := Decide(p, &tc.d, tc.a, now)
+			if dec.Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s (%+v)", dec.Verdict, tc.verdict, dec)
+			}
+			if dec.Interval != tc.interval {
+				t.Errorf("interval %s, want %s", dec.Interval, tc.interval)
+			}
+			if tc.verdict == VerdictRetry && !dec.NextAttemptAt.Equal(now.Add(tc.wait)) {
+				t.Errorf("next attempt in %s, want %s", dec.NextAttemptAt.Sub(now), tc.wait)
+			}
+			if tc.verdict == VerdictFailed && dec.Reason == "" {
+				t.Error("a failed delivery needs a reason")
+			}
+		})
+	}
+}
+
+func TestDecideJitterComesFromTheLibrary(t *testing.T) {
+	now := time.Now()
+	p := storage.RetryPolicy{InitialInterval: time.Second, Multiplier: 2, MaxInterval: time.Hour, Randomization: 0.5, MaxAttempts: 100, MaxElapsed: 48 * time.Hour}
+	d := storage.Delivery{AttemptCount: 2, Interval: 4 * time.Second, RetryFrom: now}
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		dec := Decide(p, &d, Answer{StatusCode: 500}, now)
+		wait := dec.NextAttemptAt.Sub(now)
+		if wait < 4*time.Second || wait > 12*time.Second+time.Nanosecond {
+			t.Fatalf("wait %s outside 8s ± 50%%", wait)
+		}
+		if dec.Interval != 8*time.Second {
+			t.Fatalf("persisted interval %s, want the unrandomized 8s", dec.Interval)
+		}
+		seen[wait] = true
+	}
+	if len(seen) < 100 {
+		t.Fatalf("only %d distinct waits in 200 draws: no jitter", len(seen))
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	if got := WithDefaults(storage.RetryPolicy{}); got != DefaultRetryPolicy {
+		t.Fatalf("zero policy = %+v, want the defaults", got)
+	}
+	got := WithDefaults(storage.RetryPolicy{InitialInterval: time.Millisecond, Randomization: 0})
+	if got.InitialInterval != time.Millisecond || got.Randomization != 0 || got.MaxAttempts != DefaultMaxAttempts ||
+		got.Multiplier != DefaultMultiplier || got.MaxInterval != DefaultMaxInterval || got.MaxElapsed != DefaultMaxElapsed {
+		t.Fatalf("partial policy = %+v", got)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"120", 2 * time.Minute, true},
+		{" 5 ", 5 * time.Second, true},
+		{"Sun, 01 Mar 2026 12:01:00 GMT", time.Minute, true},
+		{"Sunday, 01-Mar-26 12:01:00 GMT", time.Minute, true}, // RFC 850
+		{"Sun Mar  1 12:01:00 2026", time.Minute, true},       // asctime
+		{"Sun, 01 Mar 2026 11:00:00 GMT", 0, true},
+		{"99999999999999999999", 0, false},
+		{"-5", 0, false},
+		{"1.5", 0, false},
+		{"", 0, false},
+		{"tomorrow", 0, false},
+	} {
+		got, ok := ParseRetryAfter(tc.in, now)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("ParseRetryAfter(%q) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+	if got, ok := ParseRetryAfter("18446744073709551615", now); !ok || got <= 0 {
+		t.Errorf("huge delay-seconds = %s, %v; want a large positive wait", got, ok)
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "120", "Sun, 01 Mar 2026 12:01:00 GMT", "-1", "1e9", "18446744073709551615"} {
+		f.Add(s)
+	}
+	now := time.Now()
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, ok := ParseRetryAfter(s, now); d < 0 || (!ok && d != 0) {
+			t.Fatalf("ParseRetryAfter(%q) = %s, %v", s, d, ok)
+		}
+	})
+}

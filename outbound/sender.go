@@ -1,0 +1,173 @@
+package outbound
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"hookgate/storage"
+)
+
+// Headers of every delivery request (SPEC §4).
+const (
+	HeaderIdempotencyKey   = "Idempotency-Key"
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+	HeaderEventType        = "hookgate-event-type"
+	HeaderSource           = "hookgate-source"
+	HeaderAttempt          = "hookgate-attempt"
+)
+
+// Response handling bounds.
+const (
+	// responseExcerpt is how much of a response body an attempt records.
+	responseExcerpt = 1 << 10
+	// drainLimit is how much more of a body is read and thrown away so the
+	// connection can be reused; a bigger body closes the connection.
+	drainLimit = 64 << 10
+)
+
+// errAttemptTimeout is the cause of an attempt's context when the
+// endpoint's timeout, not a shutdown, ended it.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// sender makes one HTTP attempt of a delivery.
+type sender struct {
+	client    *http.Client
+	userAgent string
+	timeout   time.Duration // when the endpoint sets none
+	now       func() time.Time
+}
+
+// attemptResult is what one attempt did: its answer for Decide and its
+// record for the store.
+type attemptResult struct {
+	answer  Answer
+	attempt storage.Attempt
+}
+
+// send POSTs the job's event to the endpoint as attempt number
+// AttemptCount+1, within the endpoint's timeout. It never returns an error:
+// every failure is an answer to decide on.
+func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Job) attemptResult {
+	timeout := cmp.Or(ep.Timeout, s.timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+	defer cancel()
+	n := job.Delivery.AttemptCount + 1
+	at := s.now()
+	start := time.Now()
+	res := attemptResult{attempt: storage.Attempt{N: n, At: at}}
+	req, err := newRequest(ctx, ep, job, n, at, s.userAgent)
+	if err != nil {
+		res.answer.Err = err
+		res.attempt.Error = err.Error()
+		return res
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		res.answer.Err = err
+		res.attempt.Error = describe(ctx, err, timeout)
+		res.attempt.Latency = time.Since(start)
+		return res
+	}
+	excerpt, readErr := readExcerpt(resp.Body)
+	res.attempt.Latency = time.Since(start)
+	res.answer = Answer{StatusCode: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
+	res.attempt.StatusCode = resp.StatusCode
+	res.attempt.Response = excerpt
+	res.attempt.Error = statusError(ctx, resp, readErr, timeout)
+	return res
+}
+
+// newRequest builds the delivery request: the event's body and
+// Content-Type, the endpoint's static headers, then the gateway's headers,
+// which a static header cannot override.
+func newRequest(ctx context.Context, ep *storage.Endpoint, job *storage.Job, n int, at time.Time, userAgent string) (*http.Request, error) {
+	ev := &job.Event
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(ev.Body))
+	if err != nil {
+		return nil, fmt.Errorf("invalid endpoint url: %w", withoutURL(err))
+	}
+	h := req.Header
+	for k, v := range ep.Headers {
+		h.Set(k, v)
+	}
+	if ev.ContentType != "" {
+		h.Set("Content-Type", ev.ContentType)
+	}
+	key := job.Delivery.IdempotencyKey
+	h.Set(HeaderIdempotencyKey, key)
+	h.Set(HeaderWebhookID, key)
+	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
+	if sig := Sign(key, at, ev.Body, ep.Secrets, at); sig != "" {
+		h.Set(HeaderWebhookSignature, sig)
+	} else {
+		h.Del(HeaderWebhookSignature)
+	}
+	h.Set(HeaderEventType, ev.Type)
+	h.Set(HeaderSource, ev.Source)
+	h.Set(HeaderAttempt, strconv.Itoa(n))
+	h.Set("User-Agent", userAgent)
+	return req, nil
+}
+
+// readExcerpt returns the first KiB of a body as valid UTF-8, drains a
+// little more so the connection can be reused, and closes it.
+func readExcerpt(body io.ReadCloser) (string, error) {
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, responseExcerpt))
+	if err == nil {
+		_, err = io.CopyN(io.Discard, body, drainLimit)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), err
+}
+
+// statusError is the error text of an attempt that got a response: empty
+// for 2xx, "HTTP <code>" otherwise (a 3xx says it was not followed).
+// Failing to read the body after a 2xx does not fail the attempt: the
+// endpoint has answered.
+func statusError(ctx context.Context, resp *http.Response, readErr error, timeout time.Duration) string {
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return ""
+	}
+	msg := "HTTP " + strconv.Itoa(code)
+	if code >= 300 && code < 400 {
+		msg += " (redirects are not followed)"
+	}
+	if readErr != nil {
+		msg += "; reading body: " + describe(ctx, readErr, timeout)
+	}
+	return msg
+}
+
+// describe is the error text of a transport error. It drops the URL that
+// *url.Error adds (a query string may carry a credential) and names a
+// timeout as such.
+func describe(ctx context.Context, err error, timeout time.Duration) string {
+	if errors.Is(context.Cause(ctx), errAttemptTimeout) {
+		return fmt.Sprintf("timeout after %s", timeout)
+	}
+	return withoutURL(err).Error()
+}
+
+// withoutURL unwraps a *url.Error, whose text repeats the URL.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
+	}
+	return err
+}
