@@ -37,6 +37,7 @@ func Run(t *testing.T, o Opener) {
 		"ReleaseAndNextDue":        testReleaseAndNextDue,
 		"EnqueueAndRetry":          testEnqueueAndRetry,
 		"CancelEndpoint":           testCancelEndpoint,
+		"EarlierDueAfterClaims":    testEarlierDueAfterClaims,
 		"ListEventsPaging":         testListEventsPaging,
 		"ListDeliveriesFilters":    testListDeliveriesFilters,
 		"Catalog":                  testCatalog,
@@ -360,6 +361,40 @@ func testEnqueueAndRetry(t *testing.T, o Opener) {
 	bad.ID, bad.Event = storage.NewID("dlv_", now), "evt_missing"
 	if err := s.Enqueue(ctx, []storage.Delivery{bad}); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("enqueue for a missing event: %v", err)
+	}
+}
+
+// testEarlierDueAfterClaims: whatever an engine does to skip consumed
+// outbox entries, a delivery due earlier than everything claimed so far is
+// still found.
+func testEarlierDueAfterClaims(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "fl", "b", now, "ep1", "ep1", "ep1")
+	must(s.Accept(ctx, req))
+	for range 3 {
+		jobs := must(s.Claim(ctx, "ep1", now, 1, time.Minute))
+		ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+			Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
+	}
+	if jobs := must(s.Claim(ctx, "ep1", now.Add(time.Hour), 10, time.Minute)); len(jobs) != 0 {
+		t.Fatalf("claimed %d after all succeeded", len(jobs))
+	}
+	early := req.Deliveries[0]
+	early.ID, early.NextAttemptAt = storage.NewID("dlv_", now), now.Add(-time.Hour)
+	ok(s.Enqueue(ctx, []storage.Delivery{early}))
+	if due, found := must2(s.NextDue(ctx, "ep1")); !found || !due.Equal(early.NextAttemptAt) {
+		t.Fatalf("next due %v %v, want %v", due, found, early.NextAttemptAt)
+	}
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if len(jobs) != 1 || jobs[0].Delivery.ID != early.ID {
+		t.Fatalf("an earlier-due delivery was not claimed: %+v", jobs)
+	}
+	// A manual retry of a dead letter gets a fresh attempt budget.
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: early.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 500}, State: storage.StateFailed}))
+	r := must(s.Retry(ctx, early.ID, now))
+	if r.RetryBase != 1 || r.AttemptCount != 1 {
+		t.Fatalf("retry budget: %+v", r)
 	}
 }
 
