@@ -1,29 +1,101 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"hookgate/storage"
 )
+
+// An admin request body is bounded by the larger of adminMinBodyLimit and
+// server.max_body plus adminEnvelope: room for a published event's payload
+// inside its JSON envelope.
+const (
+	adminMinBodyLimit = 1 << 20
+	adminEnvelope     = 64 << 10
+)
+
+// List pages (SPEC section 5: ?limit= is 1..maxPageLimit).
+const (
+	defaultPageLimit = 50
+	maxPageLimit     = 1000
+)
+
+// adminAPI is the admin API under /api/v1 (SPEC section 5): what its
+// handlers share. Handlers live in one file per resource (admin_*.go).
+type adminAPI struct {
+	g      *Gateway
+	tokens []adminToken
+	// catalogMu serialises the read-modify-write of endpoints and sources,
+	// so two concurrent changes of one resource never lose each other's
+	// fields and an id is created once.
+	catalogMu sync.Mutex
+}
 
 // newAdminApp builds the admin listener: health, readiness and metrics
 // without a token, the API under /api/v1 with one.
 func (g *Gateway) newAdminApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "hookgate-admin",
-		BodyLimit:             1 << 20,
+		BodyLimit:             max(adminMinBodyLimit, int(g.cfg.Server.MaxBody)+adminEnvelope),
 		DisableStartupMessage: true,
-		ErrorHandler:          errorHandler,
+		ErrorHandler:          adminErrorHandler,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 	})
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", g.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
+	a := &adminAPI{g: g, tokens: hashTokens(g.cfg.Admin.Tokens)}
+	a.routes(app.Group("/api/v1"))
 	return app
+}
+
+// routes registers the API. The OpenAPI document is public; everything
+// after the middlewares needs a token, and every POST honours
+// Idempotency-Key. gateway/openapi.json lists exactly these routes (a test
+// holds them together).
+func (a *adminAPI) routes(r fiber.Router) {
+	r.Get("/openapi.json", a.openapi)
+	r.Use(a.authenticate, a.idempotent)
+
+	r.Get("/events", a.listEvents)
+	r.Post("/events", a.publishEvent)
+	r.Get("/events/:id", a.getEvent)
+	r.Post("/events/:id/replay", a.replayEvent)
+
+	r.Get("/deliveries", a.listDeliveries)
+	r.Get("/deliveries/:id", a.getDelivery)
+	r.Post("/deliveries/:id/retry", a.retryDelivery)
+
+	r.Get("/endpoints", a.listEndpoints)
+	r.Post("/endpoints", a.createEndpoint)
+	r.Get("/endpoints/:id", a.getEndpoint)
+	r.Patch("/endpoints/:id", a.patchEndpoint)
+	r.Delete("/endpoints/:id", a.deleteEndpoint)
+	r.Post("/endpoints/:id/rotate-secret", a.rotateEndpointSecret)
+
+	r.Get("/sources", a.listSources)
+	r.Post("/sources", a.createSource)
+	r.Get("/sources/:id", a.getSource)
+	r.Patch("/sources/:id", a.patchSource)
+	r.Delete("/sources/:id", a.deleteSource)
+
+	r.Post("/replays", a.createReplay)
+	r.Get("/replays/:id", a.getReplay)
 }
 
 // readyz answers 200 when the store is open and takes a durable write.
@@ -34,4 +106,213 @@ func (g *Gateway) readyz(c *fiber.Ctx) error {
 		return problem(c, fiber.StatusServiceUnavailable, "not-ready", "Service Unavailable", "the store is not writable")
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// apiError is a problem a handler returns instead of writing it; the admin
+// error handler writes it. Its detail never contains a secret or a value
+// from the request that could be one: only field names and fixed text.
+type apiError struct {
+	Problem
+	// retryAfter, when > 0, is sent as Retry-After (seconds).
+	retryAfter int
+}
+
+func (e *apiError) Error() string { return e.Title + ": " + e.Detail }
+
+func newAPIError(status int, slug, field, detail string) *apiError {
+	return &apiError{Problem: Problem{Type: problemBase + slug, Title: statusText(status), Status: status, Detail: detail, Field: field}}
+}
+
+// badRequest is a request the API cannot read: malformed JSON, an unknown
+// field, a wrong type, a bad query parameter.
+func badRequest(field, detail string) error {
+	return newAPIError(fiber.StatusBadRequest, "invalid-request", field, detail)
+}
+
+// unprocessable is a well-formed request with a value that is not valid.
+func unprocessable(field, detail string) error {
+	return newAPIError(fiber.StatusUnprocessableEntity, "invalid-field", field, detail)
+}
+
+// notFound is the answer for a resource that does not exist or that the
+// token may not see: the two are indistinguishable on purpose.
+func notFound(what string) error {
+	return newAPIError(fiber.StatusNotFound, "not-found", "", "no "+what+" with this id")
+}
+
+// adminErrorHandler writes apiErrors, and everything else like the public
+// listener does.
+func adminErrorHandler(c *fiber.Ctx, err error) error {
+	if ae, ok := errors.AsType[*apiError](err); ok {
+		if ae.retryAfter > 0 {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ae.retryAfter))
+		}
+		return writeProblem(c, ae.Problem)
+	}
+	return errorHandler(c, err)
+}
+
+// storeError maps a store error to an answer; what is not the caller's
+// fault is logged and answered 503, without its text.
+func (a *adminAPI) storeError(err error, what string) error {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return notFound(what)
+	case errors.Is(err, storage.ErrBadCursor):
+		return badRequest("cursor", "the cursor is not one this API returned")
+	case errors.Is(err, storage.ErrConflict):
+		return newAPIError(fiber.StatusConflict, "conflict", "", "the "+what+" is in a state that does not allow this")
+	case errors.Is(err, context.Canceled):
+		return newAPIError(fiber.StatusServiceUnavailable, "cancelled", "", "the request was cancelled")
+	}
+	a.g.log.Error("admin api: store error", "resource", what, "err", err)
+	e := newAPIError(fiber.StatusServiceUnavailable, "store-unavailable", "", "the store failed; nothing was changed unless stated otherwise, retry later")
+	e.retryAfter = 1
+	return e
+}
+
+// decodeJSON reads the request body into v strictly: one JSON value,
+// no unknown fields. An empty body is allowed only when optional.
+func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
+	body := c.Body()
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return badRequest("", "a JSON body is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("", "the body must be a single JSON value")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a problem naming the field.
+func jsonError(err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return badRequest("", fmt.Sprintf("the body is not valid JSON (at byte %d)", se.Offset))
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		if te.Field == "" {
+			return badRequest("", "the body must be a JSON "+jsonKind(te.Type.Kind().String()))
+		}
+		return badRequest(te.Field, "must be a JSON "+jsonKind(te.Type.Kind().String()))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return badRequest(name, "unknown field")
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return badRequest("", "the body is not valid JSON (truncated)")
+	}
+	return badRequest("", "the body is not valid JSON")
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "array"
+	case "map", "struct", "ptr":
+		return "object"
+	}
+	return "number"
+}
+
+// page is the pagination and time window of a list request.
+type page struct {
+	limit        int
+	cursor       string
+	since, until time.Time
+}
+
+// parsePage reads ?limit=&cursor=&since=&until=.
+func parsePage(c *fiber.Ctx) (page, error) {
+	p := page{limit: defaultPageLimit, cursor: c.Query("cursor")}
+	if s := c.Query("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxPageLimit {
+			return p, badRequest("limit", fmt.Sprintf("must be an integer from 1 to %d", maxPageLimit))
+		}
+		p.limit = n
+	}
+	var err error
+	if p.since, err = queryTime(c, "since"); err != nil {
+		return p, err
+	}
+	if p.until, err = queryTime(c, "until"); err != nil {
+		return p, err
+	}
+	if !p.since.IsZero() && !p.until.IsZero() && p.since.After(p.until) {
+		return p, badRequest("since", "must not be after until")
+	}
+	return p, nil
+}
+
+func queryTime(c *fiber.Ctx, name string) (time.Time, error) {
+	s := c.Query(name)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, badRequest(name, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
+	}
+	return t, nil
+}
+
+// list is the answer of every list route.
+type list[T any] struct {
+	Data       []T    `json:"data"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// pageByID pages a slice sorted by ID in memory (endpoints and sources,
+// which the store lists whole): the cursor is the last ID of a page.
+func pageByID[T any](items []T, id func(*T) string, p page) (list[T], error) {
+	after := ""
+	if p.cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(p.cursor)
+		if err != nil || !idPattern.Match(b) {
+			return list[T]{}, badRequest("cursor", "the cursor is not one this API returned")
+		}
+		after = string(b)
+	}
+	out := list[T]{Data: make([]T, 0, min(len(items), p.limit))}
+	for i := range items {
+		if id(&items[i]) <= after {
+			continue
+		}
+		if len(out.Data) == p.limit {
+			out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(id(&out.Data[len(out.Data)-1])))
+			break
+		}
+		out.Data = append(out.Data, items[i])
+	}
+	return out, nil
+}
+
+// apiTime formats a time for an answer: RFC 3339 in UTC; "" for zero.
+func apiTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// now is the API's clock.
+func (a *adminAPI) now() time.Time { return time.Now().UTC() }
+
+// writeContext bounds a store write that must not be cut short by the
+// client going away halfway through a change.
+func writeContext(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
 }

@@ -15,18 +15,20 @@ const (
 	retentionBatch = 256
 )
 
-// background owns the gateway's periodic jobs. start returns at once; stop
-// cancels them and waits until they are gone.
+// background owns the gateway's periodic jobs and the bulk replay runner.
+// start returns at once; stop cancels them and waits until they are gone.
 type background struct {
-	g      *Gateway
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	g       *Gateway
+	replays *replayRunner
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
-func newBackground(g *Gateway) *background { return &background{g: g} }
+func newBackground(g *Gateway) *background { return &background{g: g, replays: newReplayRunner(g)} }
 
 func (b *background) start(ctx context.Context) {
 	ctx, b.cancel = context.WithCancel(ctx)
+	b.replays.Start(ctx)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -38,6 +40,7 @@ func (b *background) stop() {
 	if b.cancel != nil {
 		b.cancel()
 	}
+	b.replays.Stop()
 	b.wg.Wait()
 }
 

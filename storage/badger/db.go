@@ -204,6 +204,10 @@ func (db *DB) writeLoop() {
 // op. A batch that turns out too big for one transaction is split in halves.
 func (db *DB) commit(batch []*op) {
 	err := db.apply(batch)
+	if err != nil {
+		// Floors may have moved past entries this batch did not move after all.
+		db.floors.reset()
+	}
 	if errors.Is(err, bdg.ErrTxnTooBig) && len(batch) > 1 {
 		db.commit(batch[:len(batch)/2])
 		db.commit(batch[len(batch)/2:])

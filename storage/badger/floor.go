@@ -13,31 +13,25 @@ import (
 // again and again (without it, a busy endpoint's claims slow down as its
 // history grows).
 //
-// Lowering is always safe and happens on every outbox insert (in the
-// writer, before commit). Raising happens only after a Claim's commit, and
-// only when nothing was inserted below it in the meantime: version counts
-// the lowerings.
+// The floor is only changed by the writer goroutine, in operation order:
+// every outbox insert lowers it to the new entry, and a Claim sets it to
+// the first entry it leaves behind. Operations later in the same batch
+// therefore see a floor that is right for the transaction they share. A
+// batch that does not commit may have moved floors past entries that are
+// still there, so a failed commit forgets every floor (the next scans start
+// from the front). Readers (NextDue) take the floor under the mutex.
 type floors struct {
 	mu sync.Mutex
-	m  map[string]*floor
+	m  map[string]int64 // Unix nanoseconds; absent = scan from the start
 }
 
-type floor struct {
-	at      int64 // Unix nanoseconds; 0 = scan from the start
-	version uint64
-}
+func newFloors() *floors { return &floors{m: map[string]int64{}} }
 
-func newFloors() *floors { return &floors{m: map[string]*floor{}} }
-
-// get returns the endpoint's floor and its version; an unknown endpoint
-// starts at 0 (a full scan, as after a restart).
-func (f *floors) get(ep string) (int64, uint64) {
+// get returns the endpoint's floor (0 when unknown).
+func (f *floors) get(ep string) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fl := f.m[ep]; fl != nil {
-		return fl.at, fl.version
-	}
-	return 0, 0
+	return f.m[ep]
 }
 
 // lower records an outbox entry due at t.
@@ -45,35 +39,24 @@ func (f *floors) lower(ep string, t time.Time) {
 	ns := dueNanos(t)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fl := f.m[ep]
-	if fl == nil {
-		// Unknown: scans start at 0 anyway, but a raise computed before
-		// this insert must now fail.
-		f.m[ep] = &floor{version: 1}
-		return
-	}
-	if ns < fl.at {
-		fl.at = ns
-		fl.version++
+	if at, ok := f.m[ep]; ok && ns < at {
+		f.m[ep] = ns
 	}
 }
 
-// raise moves the floor up to ns if the version is still v.
-func (f *floors) raise(ep string, ns int64, v uint64) {
+// set records that no live entry of ep is due before ns (noneLeft: the
+// outbox is empty).
+func (f *floors) set(ep string, ns int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fl := f.m[ep]
-	if fl == nil {
-		if v != 0 {
-			return
-		}
-		fl = &floor{}
-		f.m[ep] = fl
-	}
-	// ns == noneLeft (an empty outbox) is kept as is: the next insert lowers it.
-	if fl.version == v && ns > fl.at {
-		fl.at = ns
-	}
+	f.m[ep] = ns
+}
+
+// reset forgets every floor.
+func (f *floors) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.m)
 }
 
 // noneLeft is the floor of an endpoint whose outbox is empty.

@@ -15,16 +15,11 @@ import (
 
 // Claim leases up to limit due deliveries of one endpoint.
 func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]storage.Job, error) {
-	var (
-		claimed []storage.Delivery
-		next    int64  // the floor after this claim, if nothing moves below it
-		version uint64 // the floor's version after this claim's own writes
-	)
+	var claimed []storage.Delivery
 	until := now.Add(lease)
 	err := db.update(ctx, 256*limit, func(txn *bdg.Txn) error {
 		claimed = claimed[:0]
-		from, _ := db.floors.get(endpoint)
-		due, rest, err := scanDue(txn, endpoint, from, now, limit)
+		due, rest, err := scanDue(txn, endpoint, db.floors.get(endpoint), now, limit)
 		if err != nil {
 			return err
 		}
@@ -49,7 +44,7 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 				return err
 			}
 		}
-		next = rest
+		next := rest // the first live entry this claim leaves behind
 		for i := range ds {
 			d := &ds[i]
 			old := queueKey(d.Endpoint, d.NextAttemptAt, d.ID)
@@ -65,14 +60,10 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 			next = min(next, dueNanos(until))
 			claimed = append(claimed, *d)
 		}
-		_, version = db.floors.get(endpoint)
+		db.floors.set(endpoint, next)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	db.floors.raise(endpoint, next, version)
-	if len(claimed) == 0 {
+	if err != nil || len(claimed) == 0 {
 		return nil, nil
 	}
 	jobs := make([]storage.Job, 0, len(claimed))
@@ -141,7 +132,7 @@ func (db *DB) NextDue(ctx context.Context, endpoint string) (time.Time, bool, er
 	var due time.Time
 	var ok bool
 	err := db.view(func(txn *bdg.Txn) error {
-		from, _ := db.floors.get(endpoint)
+		from := db.floors.get(endpoint)
 		p := queuePrefix(endpoint)
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 		defer it.Close()

@@ -38,6 +38,7 @@ func Run(t *testing.T, o Opener) {
 		"EnqueueAndRetry":          testEnqueueAndRetry,
 		"CancelEndpoint":           testCancelEndpoint,
 		"EarlierDueAfterClaims":    testEarlierDueAfterClaims,
+		"ClaimsRaceInserts":        testClaimsRaceInserts,
 		"ListEventsPaging":         testListEventsPaging,
 		"ListDeliveriesFilters":    testListDeliveriesFilters,
 		"Catalog":                  testCatalog,
@@ -395,6 +396,65 @@ func testEarlierDueAfterClaims(t *testing.T, o Opener) {
 	r := must(s.Retry(ctx, early.ID, now))
 	if r.RetryBase != 1 || r.AttemptCount != 1 {
 		t.Fatalf("retry budget: %+v", r)
+	}
+}
+
+// testClaimsRaceInserts: deliveries inserted while a worker claims are all
+// found in the end, whatever an engine does to skip consumed outbox
+// entries: a claim must never move past an entry written concurrently.
+func testClaimsRaceInserts(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	const writers, perWriter = 4, 50
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	mark := func(jobs []storage.Job) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, j := range jobs {
+			seen[j.Delivery.ID] = true
+		}
+	}
+	done := make(chan struct{})
+	var claimer, ws sync.WaitGroup
+	claimer.Go(func() {
+		for {
+			jobs, err := s.Claim(ctx, "ep1", time.Now().UTC(), 8, time.Hour)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mark(jobs)
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	})
+	for w := range writers {
+		ws.Go(func() {
+			for i := range perWriter {
+				req := event("acme", "stripe", fmt.Sprintf("race-%d-%d", w, i), "b", time.Now().UTC(), "ep1")
+				if _, err := s.Accept(ctx, req); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	ws.Wait()
+	close(done)
+	claimer.Wait()
+	// What the worker did not get is still due (its own claims last an hour).
+	for {
+		jobs := must(s.Claim(ctx, "ep1", time.Now().UTC(), 100, time.Hour))
+		if len(jobs) == 0 {
+			break
+		}
+		mark(jobs)
+	}
+	if len(seen) != writers*perWriter {
+		t.Fatalf("%d of %d deliveries were ever claimed: the others are pending but hidden", len(seen), writers*perWriter)
 	}
 }
 

@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/storage"
+)
+
+// maxResponseExcerpt is how much of an attempt's response body is shown.
+const maxResponseExcerpt = 1 << 10
+
+// deliveryView is a delivery as the admin API shows it (SPEC section 5).
+type deliveryView struct {
+	ID             string `json:"id"`
+	Event          string `json:"event"`
+	Tenant         string `json:"tenant"`
+	Endpoint       string `json:"endpoint"`
+	IdempotencyKey string `json:"idempotency_key"`
+	State          string `json:"state"`
+	AttemptCount   int    `json:"attempt_count"`
+	// NextAttemptAt is when the next attempt is due; absent once the
+	// delivery is final.
+	NextAttemptAt string         `json:"next_attempt_at,omitempty"`
+	LastStatus    int            `json:"last_status,omitempty"`
+	LastError     string         `json:"last_error,omitempty"`
+	CreatedAt     string         `json:"created_at"`
+	UpdatedAt     string         `json:"updated_at"`
+	Attempts      *[]attemptView `json:"attempts,omitempty"`
+}
+
+// attemptView is one attempt of a delivery.
+type attemptView struct {
+	N          int     `json:"n"`
+	At         string  `json:"at"`
+	StatusCode int     `json:"status_code"`
+	LatencyMS  float64 `json:"latency_ms"`
+	Error      string  `json:"error"`
+	Response   string  `json:"response"`
+}
+
+func newDeliveryView(d *storage.Delivery) deliveryView {
+	v := deliveryView{
+		ID: d.ID, Event: d.Event, Tenant: d.Tenant, Endpoint: d.Endpoint, IdempotencyKey: d.IdempotencyKey,
+		State: string(d.State), AttemptCount: d.AttemptCount, LastStatus: d.LastStatus, LastError: d.LastError,
+		CreatedAt: apiTime(d.CreatedAt), UpdatedAt: apiTime(d.UpdatedAt),
+	}
+	if !d.State.Terminal() {
+		v.NextAttemptAt = apiTime(d.NextAttemptAt)
+	}
+	return v
+}
+
+func deliveryViews(ds []storage.Delivery) []deliveryView {
+	out := make([]deliveryView, len(ds))
+	for i := range ds {
+		out[i] = newDeliveryView(&ds[i])
+	}
+	return out
+}
+
+func newAttemptView(at *storage.Attempt) attemptView {
+	resp := at.Response
+	if len(resp) > maxResponseExcerpt {
+		resp = resp[:maxResponseExcerpt]
+	}
+	return attemptView{
+		N: at.N, At: apiTime(at.At), StatusCode: at.StatusCode, Error: at.Error, Response: resp,
+		LatencyMS: float64(at.Latency.Round(time.Microsecond)) / float64(time.Millisecond),
+	}
+}
+
+// deliveryStates are the values of ?status= and of a replay's status.
+var deliveryStates = []storage.DeliveryState{
+	storage.StatePending, storage.StateDelivering, storage.StateSucceeded, storage.StateFailed, storage.StateCancelled,
+}
+
+// parseState checks a delivery state filter ("" = any).
+func parseState(field, s string, bad func(field, detail string) error) (storage.DeliveryState, error) {
+	st := storage.DeliveryState(s)
+	if s != "" && !slices.Contains(deliveryStates, st) {
+		return "", bad(field, "must be one of pending, delivering, succeeded, failed, cancelled")
+	}
+	return st, nil
+}
+
+// listDeliveries is GET /deliveries?endpoint=&status=&event=&since=&until=,
+// newest first.
+func (a *adminAPI) listDeliveries(c *fiber.Ctx) error {
+	p, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	st, err := parseState("status", c.Query("status"), badRequest)
+	if err != nil {
+		return err
+	}
+	ds, next, err := a.g.store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{
+		Tenant: who(c).scope(), Endpoint: c.Query("endpoint"), State: st, Event: c.Query("event"),
+		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
+	})
+	if err != nil {
+		return a.storeError(err, "delivery")
+	}
+	return c.JSON(list[deliveryView]{Data: deliveryViews(ds), NextCursor: next})
+}
+
+// getDelivery is GET /deliveries/{id}: the delivery with every attempt.
+func (a *adminAPI) getDelivery(c *fiber.Ctx) error {
+	d, err := a.visibleDelivery(c)
+	if err != nil {
+		return err
+	}
+	ats, err := a.g.store.ListAttempts(c.UserContext(), d.ID)
+	if err != nil {
+		return a.storeError(err, "delivery")
+	}
+	v := newDeliveryView(&d)
+	views := make([]attemptView, len(ats))
+	for i := range ats {
+		views[i] = newAttemptView(&ats[i])
+	}
+	v.Attempts = &views
+	return c.JSON(v)
+}
+
+func (a *adminAPI) visibleDelivery(c *fiber.Ctx) (storage.Delivery, error) {
+	d, err := a.g.store.GetDelivery(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return d, a.storeError(err, "delivery")
+	}
+	if !who(c).sees(d.Tenant) {
+		return d, notFound("delivery")
+	}
+	return d, nil
+}
+
+// retryDelivery is POST /deliveries/{id}/retry: due now, with a fresh
+// retry budget, whatever its state but cancelled. Its endpoint must exist
+// and be enabled, or the delivery would wait for nobody.
+func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
+	d, err := a.visibleDelivery(c)
+	if err != nil {
+		return err
+	}
+	eps := a.g.reg.current().endpoints
+	j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == d.Endpoint })
+	switch {
+	case j < 0:
+		return newAPIError(fiber.StatusConflict, "endpoint-deleted", "", "the delivery's endpoint no longer exists")
+	case eps[j].Disabled:
+		return newAPIError(fiber.StatusConflict, "endpoint-disabled", "", "the delivery's endpoint is disabled; enable it first")
+	case d.State == storage.StateCancelled:
+		return newAPIError(fiber.StatusConflict, "delivery-cancelled", "", "a cancelled delivery cannot be retried; replay its event instead")
+	}
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	d, err = a.g.store.Retry(ctx, d.ID, a.now())
+	if err != nil {
+		return a.storeError(err, "delivery")
+	}
+	a.g.disp.Notify(d.Endpoint)
+	return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
+}

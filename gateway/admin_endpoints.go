@@ -1,0 +1,446 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/outbound"
+	"hookgate/storage"
+)
+
+// defaultRotationGrace is how long an endpoint's old secret keeps signing
+// after a rotation when the request names no grace.
+const defaultRotationGrace = 24 * time.Hour
+
+// endpointView is an endpoint as the admin API shows it: the config keys
+// of SPEC section 2, durations as Go duration strings, plus its state.
+// Secret is the current signing secret (the receiver needs it to verify).
+type endpointView struct {
+	ID             string            `json:"id"`
+	Tenant         string            `json:"tenant"`
+	URL            string            `json:"url"`
+	Secret         string            `json:"secret"`
+	Sources        []string          `json:"sources"`
+	EventTypes     []string          `json:"event_types"`
+	Headers        map[string]string `json:"headers"`
+	Timeout        string            `json:"timeout"`
+	MaxInFlight    int               `json:"max_in_flight"`
+	RateLimit      float64           `json:"rate_limit"`
+	Retry          retryView         `json:"retry"`
+	Disabled       bool              `json:"disabled"`
+	DisabledReason string            `json:"disabled_reason"`
+	FromConfig     bool              `json:"from_config"`
+	CreatedAt      string            `json:"created_at"`
+	UpdatedAt      string            `json:"updated_at"`
+}
+
+// retryView is a retry policy, durations as strings.
+type retryView struct {
+	InitialInterval string  `json:"initial_interval"`
+	Multiplier      float64 `json:"multiplier"`
+	MaxInterval     string  `json:"max_interval"`
+	Randomization   float64 `json:"randomization"`
+	MaxAttempts     int     `json:"max_attempts"`
+	MaxElapsed      string  `json:"max_elapsed"`
+}
+
+func newEndpointView(ep *storage.Endpoint) endpointView {
+	v := endpointView{
+		ID: ep.ID, Tenant: ep.Tenant, URL: ep.URL, Sources: orEmpty(ep.Sources), EventTypes: orEmpty(ep.EventTypes),
+		Headers: ep.Headers, Timeout: ep.Timeout.String(), MaxInFlight: ep.MaxInFlight, RateLimit: ep.RateLimit,
+		Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, FromConfig: ep.FromConfig,
+		CreatedAt: apiTime(ep.CreatedAt), UpdatedAt: apiTime(ep.UpdatedAt),
+		Retry: retryView{
+			InitialInterval: ep.Retry.InitialInterval.String(), Multiplier: ep.Retry.Multiplier,
+			MaxInterval: ep.Retry.MaxInterval.String(), Randomization: ep.Retry.Randomization,
+			MaxAttempts: ep.Retry.MaxAttempts, MaxElapsed: ep.Retry.MaxElapsed.String(),
+		},
+	}
+	if len(ep.Secrets) > 0 {
+		v.Secret = ep.Secrets[0].Value
+	}
+	if v.Headers == nil {
+		v.Headers = map[string]string{}
+	}
+	return v
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// endpointBody is the body of POST and PATCH /endpoints: every field is
+// optional in a PATCH (absent = unchanged), and so are all but url in a
+// POST (absent = default).
+type endpointBody struct {
+	ID          *string            `json:"id"`
+	Tenant      *string            `json:"tenant"`
+	URL         *string            `json:"url"`
+	Secret      *string            `json:"secret"`
+	Sources     *[]string          `json:"sources"`
+	EventTypes  *[]string          `json:"event_types"`
+	Headers     *map[string]string `json:"headers"`
+	Timeout     *string            `json:"timeout"`
+	MaxInFlight *int               `json:"max_in_flight"`
+	RateLimit   *float64           `json:"rate_limit"`
+	Retry       *retryBody         `json:"retry"`
+	Disabled    *bool              `json:"disabled"`
+}
+
+// retryBody overrides fields of a retry policy.
+type retryBody struct {
+	InitialInterval *string  `json:"initial_interval"`
+	Multiplier      *float64 `json:"multiplier"`
+	MaxInterval     *string  `json:"max_interval"`
+	Randomization   *float64 `json:"randomization"`
+	MaxAttempts     *int     `json:"max_attempts"`
+	MaxElapsed      *string  `json:"max_elapsed"`
+}
+
+// listEndpoints is GET /endpoints, ordered by id.
+func (a *adminAPI) listEndpoints(c *fiber.Ctx) error {
+	p, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	eps, err := a.g.store.ListEndpoints(c.UserContext())
+	if err != nil {
+		return a.storeError(err, "endpoint")
+	}
+	eps = slices.DeleteFunc(eps, func(ep storage.Endpoint) bool { return !who(c).sees(ep.Tenant) })
+	out, err := pageByID(eps, func(ep *storage.Endpoint) string { return ep.ID }, p)
+	if err != nil {
+		return err
+	}
+	views := list[endpointView]{Data: make([]endpointView, len(out.Data)), NextCursor: out.NextCursor}
+	for i := range out.Data {
+		views.Data[i] = newEndpointView(&out.Data[i])
+	}
+	return c.JSON(views)
+}
+
+// getEndpoint is GET /endpoints/{id}.
+func (a *adminAPI) getEndpoint(c *fiber.Ctx) error {
+	ep, err := a.visibleEndpoint(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(newEndpointView(&ep))
+}
+
+func (a *adminAPI) visibleEndpoint(c *fiber.Ctx) (storage.Endpoint, error) {
+	ep, err := a.g.store.GetEndpoint(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return ep, a.storeError(err, "endpoint")
+	}
+	if !who(c).sees(ep.Tenant) {
+		return ep, notFound("endpoint")
+	}
+	return ep, nil
+}
+
+// createEndpoint is POST /endpoints: 201 with the endpoint. The id is
+// generated (ep_…) when absent, and so is the secret; timeout and retry
+// default to the config's delivery settings.
+func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
+	var in endpointBody
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	now := a.now()
+	ep := storage.Endpoint{
+		ID: storage.NewID("ep_", now), Tenant: cmpOrTenant(who(c)), Timeout: a.g.cfg.Delivery.Timeout.D(),
+		MaxInFlight: DefaultMaxInFlight, RateLimit: DefaultRateLimit, Retry: retryPolicy(a.g.cfg.Delivery.Retry),
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if in.ID != nil {
+		ep.ID = *in.ID
+	}
+	if in.Tenant != nil {
+		ep.Tenant = *in.Tenant
+	}
+	if err := checkTenant(who(c), ep.Tenant); err != nil {
+		return err
+	}
+	if in.URL == nil {
+		return unprocessable("url", "required")
+	}
+	if err := in.apply(&ep, now); err != nil {
+		return err
+	}
+	if len(ep.Secrets) == 0 {
+		ep.Secrets = []storage.Secret{{Value: outbound.NewSecret()}}
+	}
+	a.catalogMu.Lock()
+	defer a.catalogMu.Unlock()
+	if err := a.validateEndpoint(c, &ep); err != nil {
+		return err
+	}
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	if _, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
+		return newAPIError(fiber.StatusConflict, "already-exists", "id", "an endpoint with this id already exists")
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return a.storeError(err, "endpoint")
+	}
+	if err := a.g.store.PutEndpoint(ctx, &ep); err != nil {
+		return a.storeError(err, "endpoint")
+	}
+	a.g.reloadRegistry()
+	return c.Status(fiber.StatusCreated).JSON(newEndpointView(&ep))
+}
+
+// patchEndpoint is PATCH /endpoints/{id}: the fields present replace the
+// stored ones. "disabled": false enables an endpoint again (clearing its
+// reason); "secret" replaces the current secret at once (rotate-secret is
+// the graceful way).
+func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
+	var in endpointBody
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	a.catalogMu.Lock()
+	defer a.catalogMu.Unlock()
+	ep, err := a.visibleEndpoint(c)
+	if err != nil {
+		return err
+	}
+	switch {
+	case in.ID != nil && *in.ID != ep.ID:
+		return unprocessable("id", "cannot be changed")
+	case in.Tenant != nil && *in.Tenant != ep.Tenant:
+		return unprocessable("tenant", "cannot be changed")
+	}
+	now := a.now()
+	if err := in.apply(&ep, now); err != nil {
+		return err
+	}
+	ep.UpdatedAt = now
+	if err := a.validateEndpoint(c, &ep); err != nil {
+		return err
+	}
+	return a.saveEndpoint(c, &ep, fiber.StatusOK)
+}
+
+// deleteEndpoint is DELETE /endpoints/{id}: the endpoint goes, and so do
+// its pending deliveries (cancelled). Delivered history stays.
+func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
+	a.catalogMu.Lock()
+	defer a.catalogMu.Unlock()
+	ep, err := a.visibleEndpoint(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
+		return a.storeError(err, "endpoint")
+	}
+	a.g.reloadRegistry() // the dispatcher stops claiming for it
+	if _, err := a.g.store.CancelEndpoint(ctx, ep.ID); err != nil {
+		return a.storeError(err, "endpoint")
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// rotateRequest is the optional body of POST /endpoints/{id}/rotate-secret.
+type rotateRequest struct {
+	// Grace is how long the old secret keeps signing (default 24h).
+	Grace *string `json:"grace"`
+	// Secret is the new secret; generated when absent.
+	Secret *string `json:"secret"`
+}
+
+// rotateEndpointSecret is POST /endpoints/{id}/rotate-secret: a new
+// current secret; the old one keeps signing (every delivery carries a
+// signature per live secret) until the grace period ends.
+func (a *adminAPI) rotateEndpointSecret(c *fiber.Ctx) error {
+	var in rotateRequest
+	if err := decodeJSON(c, &in, true); err != nil {
+		return err
+	}
+	grace := defaultRotationGrace
+	if in.Grace != nil {
+		d, err := time.ParseDuration(*in.Grace)
+		if err != nil || d < 0 {
+			return unprocessable("grace", `must be a Go duration of 0 or more, e.g. "24h"`)
+		}
+		grace = d
+	}
+	secret := outbound.NewSecret()
+	if in.Secret != nil {
+		if !validWhsec(*in.Secret, minEndpointSecret) {
+			return unprocessable("secret", fmt.Sprintf("must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", minEndpointSecret))
+		}
+		secret = *in.Secret
+	}
+	a.catalogMu.Lock()
+	defer a.catalogMu.Unlock()
+	ep, err := a.visibleEndpoint(c)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	ep.Secrets = rotateSecrets(ep.Secrets, secret, now, grace)
+	ep.UpdatedAt = now
+	return a.saveEndpoint(c, &ep, fiber.StatusOK)
+}
+
+// rotateSecrets puts secret first and lets the others sign until
+// now+grace at the latest; those already expired are dropped.
+func rotateSecrets(old []storage.Secret, secret string, now time.Time, grace time.Duration) []storage.Secret {
+	out := []storage.Secret{{Value: secret}}
+	until := now.Add(grace)
+	for _, s := range old {
+		if !outbound.Live(s, now) || s.Value == secret || grace == 0 {
+			continue
+		}
+		if s.ExpiresAt.IsZero() || s.ExpiresAt.After(until) {
+			s.ExpiresAt = until
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (a *adminAPI) saveEndpoint(c *fiber.Ctx, ep *storage.Endpoint, status int) error {
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	if err := a.g.store.PutEndpoint(ctx, ep); err != nil {
+		return a.storeError(err, "endpoint")
+	}
+	a.g.reloadRegistry()
+	return c.Status(status).JSON(newEndpointView(ep))
+}
+
+// apply writes the fields present in b onto ep; it checks what it parses
+// (durations), validateEndpoint checks the rest.
+func (b *endpointBody) apply(ep *storage.Endpoint, now time.Time) error {
+	if b.URL != nil {
+		ep.URL = *b.URL
+	}
+	if b.Secret != nil {
+		if !validWhsec(*b.Secret, minEndpointSecret) {
+			return unprocessable("secret", fmt.Sprintf("must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", minEndpointSecret))
+		}
+		if len(ep.Secrets) == 0 || ep.Secrets[0].Value != *b.Secret {
+			ep.Secrets = []storage.Secret{{Value: *b.Secret}}
+		}
+	}
+	if b.Sources != nil {
+		ep.Sources = *b.Sources
+	}
+	if b.EventTypes != nil {
+		ep.EventTypes = *b.EventTypes
+	}
+	if b.Headers != nil {
+		ep.Headers = *b.Headers
+	}
+	if b.Timeout != nil {
+		d, err := positiveDuration("timeout", *b.Timeout)
+		if err != nil {
+			return err
+		}
+		ep.Timeout = d
+	}
+	if b.MaxInFlight != nil {
+		ep.MaxInFlight = *b.MaxInFlight
+	}
+	if b.RateLimit != nil {
+		ep.RateLimit = *b.RateLimit
+	}
+	if b.Retry != nil {
+		if err := b.Retry.apply(&ep.Retry); err != nil {
+			return err
+		}
+	}
+	if b.Disabled != nil && *b.Disabled != ep.Disabled {
+		ep.Disabled, ep.DisabledReason = *b.Disabled, ""
+		if ep.Disabled {
+			ep.DisabledReason = "disabled through the admin API at " + apiTime(now)
+		}
+	}
+	return nil
+}
+
+func (r *retryBody) apply(p *storage.RetryPolicy) error {
+	for _, f := range []struct {
+		name string
+		s    *string
+		d    *time.Duration
+	}{
+		{"retry.initial_interval", r.InitialInterval, &p.InitialInterval},
+		{"retry.max_interval", r.MaxInterval, &p.MaxInterval},
+		{"retry.max_elapsed", r.MaxElapsed, &p.MaxElapsed},
+	} {
+		if f.s == nil {
+			continue
+		}
+		d, err := positiveDuration(f.name, *f.s)
+		if err != nil {
+			return err
+		}
+		*f.d = d
+	}
+	if r.Multiplier != nil {
+		p.Multiplier = *r.Multiplier
+	}
+	if r.Randomization != nil {
+		p.Randomization = *r.Randomization
+	}
+	if r.MaxAttempts != nil {
+		p.MaxAttempts = *r.MaxAttempts
+	}
+	return nil
+}
+
+func positiveDuration(field, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, unprocessable(field, `must be a Go duration greater than 0, e.g. "15s"`)
+	}
+	return d, nil
+}
+
+// validateEndpoint applies config.yaml's rules to an endpoint (SPEC
+// section 2); the first problem is the answer. Its sources must exist in
+// its tenant.
+func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint) error {
+	if err := checkID(ep.ID); err != nil {
+		return err
+	}
+	if err := checkURL(ep.URL); err != nil {
+		return err
+	}
+	for i, id := range ep.Sources {
+		src, err := a.g.store.GetSource(c.UserContext(), id)
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && src.Tenant != ep.Tenant) {
+			return unprocessable(fmt.Sprintf("sources[%d]", i), "no source with this id in the endpoint's tenant")
+		} else if err != nil {
+			return a.storeError(err, "source")
+		}
+	}
+	for i, g := range ep.EventTypes {
+		if _, err := path.Match(g, ""); g == "" || err != nil {
+			return unprocessable(fmt.Sprintf("event_types[%d]", i), "must be a non-empty path.Match glob, e.g. \"invoice.*\"")
+		}
+	}
+	if err := checkHeaders(ep.Headers); err != nil {
+		return err
+	}
+	switch {
+	case ep.MaxInFlight < 1:
+		return unprocessable("max_in_flight", "must be at least 1")
+	case ep.RateLimit < 0:
+		return unprocessable("rate_limit", "must be 0 (unlimited) or more")
+	}
+	return checkRetry(ep.Retry)
+}

@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/inbound"
+	"hookgate/storage"
+)
+
+// eventView is an event as the admin API shows it (SPEC section 5).
+type eventView struct {
+	ID             string            `json:"id"`
+	Tenant         string            `json:"tenant"`
+	Source         string            `json:"source"`
+	EventID        string            `json:"event_id"`
+	Type           string            `json:"type"`
+	ReceivedAt     string            `json:"received_at"`
+	ContentType    string            `json:"content_type"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Headers        map[string]string `json:"headers"`
+	// Body is the raw body when it is valid UTF-8; BodyBase64 otherwise.
+	Body       *string         `json:"body,omitempty"`
+	BodyBase64 string          `json:"body_base64,omitempty"`
+	Deliveries *[]deliveryView `json:"deliveries,omitempty"`
+}
+
+func newEventView(ev *storage.Event) eventView {
+	v := eventView{
+		ID: ev.ID, Tenant: ev.Tenant, Source: ev.Source, EventID: ev.EventID, Type: ev.Type,
+		ReceivedAt: apiTime(ev.ReceivedAt), ContentType: ev.ContentType, IdempotencyKey: ev.IdempotencyKey,
+		Headers: ev.Headers,
+	}
+	if v.Headers == nil {
+		v.Headers = map[string]string{}
+	}
+	if utf8.Valid(ev.Body) {
+		s := string(ev.Body)
+		v.Body = &s
+	} else {
+		v.BodyBase64 = base64.StdEncoding.EncodeToString(ev.Body)
+	}
+	return v
+}
+
+// listEvents is GET /events?source=&type=&since=&until=&limit=&cursor=,
+// newest first.
+func (a *adminAPI) listEvents(c *fiber.Ctx) error {
+	p, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
+		Tenant: who(c).scope(), Source: c.Query("source"), Type: c.Query("type"),
+		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
+	})
+	if err != nil {
+		return a.storeError(err, "event")
+	}
+	out := list[eventView]{Data: make([]eventView, len(evs)), NextCursor: next}
+	for i := range evs {
+		out.Data[i] = newEventView(&evs[i])
+	}
+	return c.JSON(out)
+}
+
+// getEvent is GET /events/{id}: the event with its deliveries.
+func (a *adminAPI) getEvent(c *fiber.Ctx) error {
+	ev, err := a.visibleEvent(c)
+	if err != nil {
+		return err
+	}
+	ds, _, err := a.g.store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit})
+	if err != nil {
+		return a.storeError(err, "event")
+	}
+	v := newEventView(&ev)
+	views := deliveryViews(ds)
+	v.Deliveries = &views
+	return c.JSON(v)
+}
+
+// visibleEvent loads the event of the path's id if the token may see it.
+// An id whose time is past retention is 410: its payload is gone.
+func (a *adminAPI) visibleEvent(c *fiber.Ctx) (storage.Event, error) {
+	id := c.Params("id")
+	ev, err := a.g.store.GetEvent(c.UserContext(), id)
+	if errors.Is(err, storage.ErrNotFound) && a.pastRetention(id) {
+		return ev, newAPIError(fiber.StatusGone, "event-expired", "",
+			"the event is older than the retention period; its payload was deleted and it cannot be shown or replayed")
+	}
+	if err != nil {
+		return ev, a.storeError(err, "event")
+	}
+	if !who(c).sees(ev.Tenant) {
+		return ev, notFound("event")
+	}
+	return ev, nil
+}
+
+// pastRetention reports whether an event id was made before the retention
+// cutoff. It says nothing about any tenant: any well-formed id qualifies.
+func (a *adminAPI) pastRetention(id string) bool {
+	t, ok := storage.IDTime("evt_", id)
+	return ok && t.Before(a.retentionCutoff())
+}
+
+// publishRequest is the body of POST /events.
+type publishRequest struct {
+	Source  string          `json:"source"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+	EventID string          `json:"event_id"`
+}
+
+// publishEvent is POST /events: an event published directly, accepted
+// exactly like an ingest request of its source (dedupe on the event ID,
+// deliveries to every subscribed endpoint) without signature checks. An
+// absent event_id is derived like ingest does: the source's event_id
+// expression on the payload, else the SHA-256 of the payload.
+func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
+	var in publishRequest
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	snap := a.g.reg.current()
+	src := snap.sources[in.Source]
+	switch {
+	case in.Source == "":
+		return unprocessable("source", "required")
+	case src == nil || !who(c).sees(src.Tenant):
+		return unprocessable("source", "no source with this id")
+	case len(in.Payload) == 0 || string(in.Payload) == "null":
+		return unprocessable("payload", "required: the event's JSON body")
+	case len(in.Payload) > int(a.g.cfg.Server.MaxBody):
+		return newAPIError(fiber.StatusRequestEntityTooLarge, "body-too-large", "payload",
+			fmt.Sprintf("the payload is larger than server.max_body (%d bytes)", a.g.cfg.Server.MaxBody))
+	}
+	res, err := a.g.acc.Accept(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
+		SkipVerify: true, EventID: in.EventID, Type: in.Type, Body: in.Payload,
+		ContentType: fiber.MIMEApplicationJSON, Headers: map[string]string{},
+	})
+	if err != nil {
+		return a.g.ingestError(c, src.ID, err)
+	}
+	return a.g.answerAccepted(c, src.ID, res)
+}
+
+// replayRequest is the optional body of POST /events/{id}/replay.
+type replayRequest struct {
+	Endpoints []string `json:"endpoints"`
+}
+
+// replayEvent is POST /events/{id}/replay: new deliveries of a stored
+// event, to the named endpoints or to every endpoint that subscribes to it
+// now. They carry the event's Idempotency-Key, like every delivery of it.
+func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
+	var in replayRequest
+	if err := decodeJSON(c, &in, true); err != nil {
+		return err
+	}
+	ev, err := a.visibleEvent(c)
+	if err != nil {
+		return err
+	}
+	targets, err := a.replayTargets(&ev, in.Endpoints)
+	if err != nil {
+		return err
+	}
+	ds := inbound.NewDeliveries(&ev, targets, a.now())
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	if err := a.g.store.Enqueue(ctx, ds); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return newAPIError(fiber.StatusGone, "event-expired", "", "the event was deleted by retention")
+		}
+		return a.storeError(err, "event")
+	}
+	a.notify(ds)
+	return c.Status(fiber.StatusAccepted).JSON(list[deliveryView]{Data: deliveryViews(ds)})
+}
+
+// replayTargets resolves the endpoints of a replay: the named ones, each an
+// enabled endpoint of the event's tenant, or every current subscriber.
+func (a *adminAPI) replayTargets(ev *storage.Event, names []string) ([]storage.Endpoint, error) {
+	eps := a.g.reg.current().byTenant[ev.Tenant]
+	if len(names) == 0 {
+		return inbound.Subscribers(eps, ev.Tenant, ev.Source, ev.Type), nil
+	}
+	var out []storage.Endpoint
+	for i, name := range names {
+		field := fmt.Sprintf("endpoints[%d]", i)
+		j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == name })
+		switch {
+		case j < 0:
+			return nil, unprocessable(field, "no endpoint with this id in the event's tenant")
+		case eps[j].Disabled:
+			return nil, newAPIError(fiber.StatusConflict, "endpoint-disabled", field, "the endpoint is disabled; enable it first")
+		case slices.ContainsFunc(out, func(ep storage.Endpoint) bool { return ep.ID == name }):
+			continue
+		}
+		out = append(out, eps[j])
+	}
+	return out, nil
+}
+
+// notify wakes the dispatcher for the endpoints of new deliveries.
+func (a *adminAPI) notify(ds []storage.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	ids := make([]string, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].Endpoint
+	}
+	a.g.disp.Notify(ids...)
+}
+
+// retentionCutoff is when events older than retention were received.
+func (a *adminAPI) retentionCutoff() time.Time { return a.now().Add(-a.g.cfg.Retention.D()) }

@@ -1,0 +1,262 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ingestN posts n events to source open, types alternating a/b, and
+// returns their gateway ids, oldest first.
+func ingestN(t *testing.T, g *gw, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		typ := []string{"a", "b"}[i%2]
+		st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"%s-%d","type":%q}`, prefix, i, typ), nil)
+		ids = append(ids, must[jsonMap](t, 202)(st, nil, b)["id"].(string))
+	}
+	return ids
+}
+
+func TestAdminEventsList(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	ids := ingestN(t, g, "e", 7)
+	g.post("other", []byte(`{"id":"g"}`), nil)
+
+	all := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil))
+	var got []string
+	for _, ev := range all.Data {
+		got = append(got, ev.ID)
+	}
+	// Newest first: ids sort by creation time (to the millisecond; events of
+	// one millisecond come in id order).
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	slices.Reverse(want)
+	if !slices.Equal(got, want) || all.NextCursor != "" {
+		t.Fatalf("newest first: got %v next %q, want %v", got, all.NextCursor, want)
+	}
+	if n := len(must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil)).Data); n != 8 {
+		t.Fatalf("operator sees %d events, want 8", n)
+	}
+
+	// Pages of 3 walk every event once, in order.
+	var paged []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		for _, ev := range l.Data {
+			paged = append(paged, ev.ID)
+		}
+		if l.NextCursor == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		cursor = l.NextCursor
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("paged %v, want %v", paged, want)
+	}
+
+	// Filters.
+	for _, ev := range must[apiList[eventView]](t, 200)(g.api("GET", "/events?type=b", acmeToken, nil)).Data {
+		if ev.Type != "b" {
+			t.Fatalf("type=b returned %+v", ev)
+		}
+	}
+	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?source=other", opToken, nil)); len(l.Data) != 1 || l.Data[0].Source != "other" {
+		t.Fatalf("source=other: %+v", l)
+	}
+	mid := all.Data[3]
+	since := must[apiList[eventView]](t, 200)(g.api("GET", "/events?since="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
+	until := must[apiList[eventView]](t, 200)(g.api("GET", "/events?until="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
+	received := func(ev eventView) int64 {
+		ts, err := time.Parse(time.RFC3339Nano, ev.ReceivedAt)
+		if err != nil || ts.Location() != time.UTC || !strings.HasSuffix(ev.ReceivedAt, "Z") {
+			t.Fatalf("received_at %q is not RFC 3339 UTC", ev.ReceivedAt)
+		}
+		return ts.UnixMilli()
+	}
+	for _, ev := range since.Data {
+		if received(ev) < received(mid) {
+			t.Fatalf("since returned an older event %+v", ev)
+		}
+	}
+	for _, ev := range until.Data {
+		if received(ev) > received(mid) {
+			t.Fatalf("until returned a newer event %+v", ev)
+		}
+	}
+	if len(since.Data)+len(until.Data) < len(all.Data)+1 || !slices.ContainsFunc(since.Data, func(e eventView) bool { return e.ID == mid.ID }) {
+		t.Fatalf("since/until around %s miss events: %d + %d of %d", mid.ID, len(since.Data), len(until.Data), len(all.Data))
+	}
+	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00Z", acmeToken, nil)); len(l.Data) != 0 {
+		t.Fatalf("a window in the past: %+v", l)
+	}
+
+	// Bad filters name their field.
+	for q, field := range map[string]string{
+		"limit=0": "limit", "limit=1001": "limit", "limit=x": "limit", "limit=-1": "limit",
+		"since=yesterday": "since", "until=2026-13-01T00:00:00Z": "until", "since=1700000000": "since",
+		"since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z": "since",
+		"cursor=bm9wZQ": "cursor", "cursor=%25%25%25": "cursor",
+	} {
+		wantProblem(t, q, 400, field)(g.api("GET", "/events?"+q, acmeToken, nil))
+	}
+	must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=1000", acmeToken, nil))
+}
+
+func TestAdminEventGet(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: all, tenant: acme, url: %q}\n", rcv.url("all"))})
+	body := `{"id":"get-1","type":"invoice.paid","note":"héllo"}`
+	st, _, b := g.post("open", []byte(body), map[string]string{"X-Custom": "yes", "Authorization": "Bearer provider-secret"})
+	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+
+	raw := must[jsonMap](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	for _, k := range []string{"id", "tenant", "source", "event_id", "type", "received_at", "content_type", "headers", "body", "deliveries", "idempotency_key"} {
+		if _, ok := raw[k]; !ok {
+			t.Fatalf("event lacks %q: %v", k, raw)
+		}
+	}
+	if _, ok := raw["body_base64"]; ok {
+		t.Fatalf("a UTF-8 body is also sent as base64: %v", raw)
+	}
+	ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	if *ev.Body != body || ev.EventID != "get-1" || ev.Type != "invoice.paid" || ev.Tenant != "acme" || ev.ContentType != "application/json" {
+		t.Fatalf("event %+v", ev)
+	}
+	if ev.Headers["X-Custom"] != "yes" || ev.Headers["Authorization"] != "" {
+		t.Fatalf("headers %v: want X-Custom, never Authorization", ev.Headers)
+	}
+	if len(*ev.Deliveries) != 1 || (*ev.Deliveries)[0].Endpoint != "all" || (*ev.Deliveries)[0].IdempotencyKey != ev.IdempotencyKey {
+		t.Fatalf("deliveries %+v", *ev.Deliveries)
+	}
+	waitFor(t, 10*time.Second, "the delivery to be recorded", func() bool {
+		ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+		return (*ev.Deliveries)[0].State == "succeeded"
+	})
+
+	// A body that is not UTF-8 comes back as base64, byte for byte.
+	bin := []byte{0xff, 0xfe, 0x00, 'x'}
+	st, _, b = g.post("open", bin, nil)
+	id = must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	raw = must[jsonMap](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	if _, ok := raw["body"]; ok || raw["body_base64"] != base64.StdEncoding.EncodeToString(bin) {
+		t.Fatalf("binary body: %v", raw)
+	}
+	wantProblem(t, "unknown event", 404, "")(g.api("GET", "/events/evt_nope", acmeToken, nil))
+}
+
+func TestAdminPublish(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: orders, tenant: acme, url: %q, event_types: ["order.*"]}
+  - {id: globex, tenant: globex, url: %q}
+`, rcv.url("orders"), rcv.url("globex"))})
+	pub := jsonMap{"source": "open", "type": "order.created", "payload": jsonMap{"n": 1}, "event_id": "pub-1"}
+	st, hdr, first := g.api("POST", "/events", acmeToken, pub)
+	acc := must[jsonMap](t, 202)(st, hdr, first)
+	if !strings.HasPrefix(acc["id"].(string), "evt_") || acc["event_id"] != "pub-1" || len(acc) != 2 || hdr.Get(headerReplayed) != "" {
+		t.Fatalf("publish: %s %v", first, hdr)
+	}
+	waitFor(t, 10*time.Second, "the published event's delivery", func() bool { return rcv.count() == 1 })
+	got := rcv.all()[0]
+	if got.path != "/orders" || string(got.body) != `{"n":1}` || got.header.Get("hookgate-event-type") != "order.created" ||
+		got.header.Get("hookgate-source") != "open" || got.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("delivered %s %s %v", got.path, got.body, got.header)
+	}
+
+	// The same event id again: the first answer, replayed; nothing new.
+	st, hdr, again := g.api("POST", "/events", acmeToken, pub)
+	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
+		t.Fatalf("republish: %d %s %q", st, again, hdr.Get(headerReplayed))
+	}
+	// ... and through ingest too: one dedupe for both ways in.
+	if st, hdr, b := g.post("open", []byte(`{"n":1}`), map[string]string{"Idempotency-Key": "pub-1"}); st != 202 || string(b) != string(first) || hdr.Get(headerReplayed) != "true" {
+		t.Fatalf("ingest of the published id: %d %s", st, b)
+	}
+	pub["payload"] = jsonMap{"n": 2}
+	p := wantProblem(t, "different payload", 422, "-")(g.api("POST", "/events", acmeToken, pub))
+	if !strings.HasSuffix(p.Type, "idempotency-key-reused") {
+		t.Fatalf("problem %+v", p)
+	}
+
+	// Without event_id: the source's expression on the payload (open: json:/id).
+	acc = must[jsonMap](t, 202)(g.api("POST", "/events", acmeToken, jsonMap{"source": "open", "payload": jsonMap{"id": "from-payload", "type": "order.x"}}))
+	if acc["event_id"] != "from-payload" {
+		t.Fatalf("event id %v", acc)
+	}
+	ev := must[eventView](t, 200)(g.api("GET", "/events/"+acc["id"].(string), acmeToken, nil))
+	if ev.Type != "order.x" || ev.Tenant != "acme" {
+		t.Fatalf("type from the source's expression: %+v", ev)
+	}
+	// An operator publishes in the source's tenant.
+	acc = must[jsonMap](t, 202)(g.api("POST", "/events", opToken, jsonMap{"source": "other", "type": "t", "payload": []int{1, 2}}))
+	if ev := must[eventView](t, 200)(g.api("GET", "/events/"+acc["id"].(string), opToken, nil)); ev.Tenant != "globex" || *ev.Body != "[1,2]" {
+		t.Fatalf("operator publish %+v", ev)
+	}
+	waitFor(t, 10*time.Second, "the globex delivery", func() bool { return rcv.byPath()["/globex"] == 1 })
+
+	// Refusals.
+	wantProblem(t, "unknown source", 422, "source")(g.api("POST", "/events", acmeToken, jsonMap{"source": "nope", "payload": jsonMap{}}))
+	wantProblem(t, "no source", 422, "source")(g.api("POST", "/events", acmeToken, jsonMap{"payload": jsonMap{}}))
+	wantProblem(t, "no payload", 422, "payload")(g.api("POST", "/events", acmeToken, jsonMap{"source": "open"}))
+	wantProblem(t, "null payload", 422, "payload")(g.api("POST", "/events", acmeToken, `{"source":"open","payload":null}`))
+	wantProblem(t, "unknown field", 400, "data")(g.api("POST", "/events", acmeToken, jsonMap{"source": "open", "data": jsonMap{}}))
+	wantProblem(t, "wrong type", 400, "type")(g.api("POST", "/events", acmeToken, `{"source":"open","type":5,"payload":{}}`))
+	big := jsonMap{"source": "open", "payload": jsonMap{"pad": strings.Repeat("x", 5<<10)}}
+	wantProblem(t, "payload over server.max_body", 413, "payload")(g.api("POST", "/events", acmeToken, big))
+	wantProblem(t, "event id too long", 400, "-")(g.api("POST", "/events", acmeToken, jsonMap{"source": "open", "payload": jsonMap{}, "event_id": strings.Repeat("i", 600)}))
+}
+
+func TestAdminReplayEvent(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: a, tenant: acme, url: %q}
+  - {id: b, tenant: acme, url: %q, event_types: ["never.*"]}
+  - {id: off, tenant: acme, url: %q}
+  - {id: g, tenant: globex, url: %q}
+`, rcv.url("a"), rcv.url("b"), rcv.url("off"), rcv.url("g"))})
+	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/off", opToken, jsonMap{"disabled": true}))
+	st, _, b := g.post("open", []byte(`{"id":"r1","type":"invoice.paid"}`), nil)
+	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+
+	// Default: every endpoint that matches now (a; not b, not the disabled one).
+	re := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
+	ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	if len(re.Data) != 1 || re.Data[0].Endpoint != "a" || re.Data[0].Event != id || re.Data[0].IdempotencyKey != ev.IdempotencyKey || re.Data[0].State != "pending" {
+		t.Fatalf("replay: %+v", re)
+	}
+	waitFor(t, 10*time.Second, "the replayed delivery", func() bool { return rcv.byPath()["/a"] == 2 })
+	reqs := rcv.all()
+	if k0, k1 := reqs[0].header.Get("Idempotency-Key"), reqs[1].header.Get("Idempotency-Key"); k0 == "" || k0 != k1 || k0 != ev.IdempotencyKey {
+		t.Fatalf("the replay carries Idempotency-Key %q, the original %q", k1, k0)
+	}
+	// Named endpoints, even one whose filters do not match; duplicates once.
+	re = must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"b", "b"}}))
+	if len(re.Data) != 1 || re.Data[0].Endpoint != "b" {
+		t.Fatalf("replay to b: %+v", re)
+	}
+	waitFor(t, 10*time.Second, "the delivery to b", func() bool { return rcv.byPath()["/b"] == 1 })
+	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
+		t.Fatalf("%d deliveries of the event, want 3", n)
+	}
+	wantProblem(t, "unknown endpoint", 422, "endpoints[1]")(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"a", "nope"}}))
+	wantProblem(t, "other tenant's endpoint", 422, "endpoints[0]")(g.api("POST", "/events/"+id+"/replay", opToken, jsonMap{"endpoints": []string{"g"}}))
+	wantProblem(t, "disabled endpoint", 409, "endpoints[0]")(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"off"}}))
+	wantProblem(t, "bad body", 400, "endpoints")(g.api("POST", "/events/"+id+"/replay", acmeToken, `{"endpoints":"a"}`))
+	wantProblem(t, "unknown event", 404, "")(g.api("POST", "/events/evt_nope/replay", acmeToken, nil))
+	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
+		t.Fatalf("refused replays added deliveries: %d", n)
+	}
+}

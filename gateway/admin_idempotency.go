@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/storage"
+)
+
+// Admin Idempotency-Key handling (SPEC section 5).
+const (
+	// headerIdempotencyKey is the request header naming a POST's key.
+	headerIdempotencyKey = "Idempotency-Key"
+	// idemLease is how long a claimed key stays "in progress": longer than
+	// any admin request, and the longest a retry waits after a crash.
+	idemLease = 30 * time.Second
+	// maxIdemKeyLen bounds a key (Stripe's limit).
+	maxIdemKeyLen = 255
+)
+
+// idempotent runs a POST that carries an Idempotency-Key at most once per
+// (tenant, key): the first request is executed and its answer stored for
+// dedupe.ttl; the same request again gets that answer with
+// Idempotent-Replayed; another request with the key is 422; the same key
+// while the first still runs is 409 with Retry-After. A 5xx answer is not
+// stored, so a retry executes again; a process that dies mid-request
+// leaves a claim that expires after idemLease.
+func (a *adminAPI) idempotent(c *fiber.Ctx) error {
+	key := c.Get(headerIdempotencyKey)
+	if c.Method() != fiber.MethodPost || key == "" {
+		return c.Next()
+	}
+	if len(key) > maxIdemKeyLen || !printableASCII(key) {
+		return badRequest(headerIdempotencyKey, "must be 1-255 printable ASCII characters")
+	}
+	key = string([]byte(key)) // c.Get's string aliases a reused buffer
+	tenant := who(c).tenant
+	now := a.now()
+	res, err := a.g.store.ClaimKey(c.UserContext(), storage.IdemClaim{
+		Tenant: tenant, Key: key, RequestHash: requestHash(c.Method(), c.Path(), c.Body()),
+		Now: now, LeaseUntil: now.Add(idemLease),
+	})
+	if err != nil {
+		return a.storeError(err, "idempotency key")
+	}
+	switch res.State {
+	case storage.IdemReplay:
+		c.Set(headerReplayed, "true")
+		return sendStored(c, res.Response)
+	case storage.IdemMismatch:
+		return newAPIError(fiber.StatusUnprocessableEntity, "idempotency-key-reused", headerIdempotencyKey,
+			"this Idempotency-Key was already used for a different request")
+	case storage.IdemInProgress:
+		e := newAPIError(fiber.StatusConflict, "idempotency-key-in-progress", headerIdempotencyKey,
+			"a request with this Idempotency-Key is still running; retry later")
+		e.retryAfter = int(max(1, math.Ceil(res.LeaseUntil.Sub(now).Seconds())))
+		return e
+	}
+	return a.runClaimed(c, tenant, key)
+}
+
+// runClaimed executes a request whose key this process holds, then stores
+// its answer (or drops the claim after a 5xx, so that a retry runs again).
+func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string) error {
+	if err := c.Next(); err != nil {
+		if werr := adminErrorHandler(c, err); werr != nil {
+			return werr
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
+	defer cancel()
+	status := c.Response().StatusCode()
+	if status >= fiber.StatusInternalServerError {
+		if err := a.g.store.AbandonKey(ctx, tenant, key); err != nil {
+			a.g.log.Warn("admin api: drop idempotency claim", "err", err)
+		}
+		return nil
+	}
+	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
+	if err := a.g.store.FinishKey(ctx, tenant, key, resp, a.now().Add(a.g.cfg.Dedupe.TTL.D())); err != nil {
+		// The request had its effect; its claim expires after the lease.
+		a.g.log.Error("admin api: store idempotent answer", "err", err)
+	}
+	return nil
+}
+
+// sendStored replays a stored answer byte for byte.
+func sendStored(c *fiber.Ctx, r storage.Response) error {
+	switch {
+	case len(r.Body) == 0:
+	case r.Status >= 400:
+		c.Set(fiber.HeaderContentType, "application/problem+json")
+	default:
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	}
+	return c.Status(r.Status).Send(r.Body)
+}
+
+// requestHash identifies a request for the same-key-different-request
+// check: SHA-256 over the method, path and body, each length-prefixed so
+// that no two requests share an encoding.
+func requestHash(method, path string, body []byte) [32]byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(method), []byte(path), body} {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(part))))
+		h.Write(part)
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

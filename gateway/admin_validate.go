@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"hookgate/storage"
+)
+
+// Validation shared by the admin API's resources: the rules config.yaml
+// applies (SPEC section 2), answered as problems naming the field. No
+// problem quotes a value that could be a secret.
+
+// checkID checks the syntax of a source or endpoint id: a URL path segment.
+func checkID(id string) error {
+	if !idPattern.MatchString(id) {
+		return unprocessable("id", "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+// checkTenant checks the tenant of a new resource: required, and the
+// token's own for a tenant-scoped token.
+func checkTenant(p principal, tenant string) error {
+	switch {
+	case tenant == "":
+		return unprocessable("tenant", "must not be empty")
+	case !p.sees(tenant):
+		return unprocessable("tenant", "must be the tenant of your token")
+	}
+	return nil
+}
+
+// cmpOrTenant is the tenant of a resource created without one: the
+// token's, or DefaultTenant for the operator (as in config.yaml).
+func cmpOrTenant(p principal) string {
+	if p.operator() {
+		return DefaultTenant
+	}
+	return p.tenant
+}
+
+// checkURL accepts absolute http(s) URLs with a host and no user info. The
+// URL is never quoted back: it may carry credentials.
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return unprocessable("url", "required")
+	case err != nil:
+		return unprocessable("url", "is not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return unprocessable("url", "must be an absolute http:// or https:// URL")
+	case u.Hostname() == "":
+		return unprocessable("url", "must have a host")
+	case u.User != nil:
+		return unprocessable("url", "must not contain user info; put credentials in headers")
+	}
+	return nil
+}
+
+func checkHeaders(h map[string]string) error {
+	seen := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		field := "headers." + name
+		lower := strings.ToLower(name)
+		switch {
+		case !validHeaderName(name):
+			return unprocessable("headers", "contains a name that is not a valid header name")
+		case slices.Contains(reservedHeaders, lower) || hasAnyPrefix(lower, reservedHeaderPrefixes):
+			return unprocessable(field, "is set by hookgate and cannot be overridden")
+		case seen[lower]:
+			return unprocessable(field, "duplicate header (names are case-insensitive)")
+		case !validHeaderValue(h[name]):
+			return unprocessable(field, "value contains control characters or line breaks")
+		}
+		seen[lower] = true
+	}
+	return nil
+}
+
+// checkRetry applies the config's rules to a retry policy.
+func checkRetry(r storage.RetryPolicy) error {
+	switch {
+	case r.Multiplier < 1:
+		return unprocessable("retry.multiplier", "must be at least 1")
+	case r.Randomization < 0 || r.Randomization > 1:
+		return unprocessable("retry.randomization", "must be between 0 and 1")
+	case r.MaxAttempts < 1:
+		return unprocessable("retry.max_attempts", "must be at least 1")
+	case r.InitialInterval > r.MaxInterval:
+		return unprocessable("retry.initial_interval", "must not exceed retry.max_interval")
+	}
+	return nil
+}

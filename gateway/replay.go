@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"hookgate/inbound"
+	"hookgate/storage"
+)
+
+// replayBatch is how many events one step of a bulk replay reads: their
+// deliveries are enqueued in one write, then the job's progress (counts
+// and cursor) in another.
+const replayBatch = 100
+
+// replayWriteTimeout bounds a progress write, which is not cut short by a
+// shutdown: the deliveries it accounts for are already enqueued.
+const replayWriteTimeout = 10 * time.Second
+
+// runnerState is where a replayRunner is in its life.
+type runnerState int
+
+const (
+	runnerNew runnerState = iota
+	runnerRunning
+	runnerStopped
+)
+
+// replayRunner runs bulk replay jobs (POST /replays) in the background.
+// A job is data: its filters, counts and cursor are in the store, written
+// after every batch, so a job cut short by a shutdown or a crash resumes
+// from its cursor at the next start. A batch enqueued just before a crash,
+// whose progress write was lost, is enqueued again on resume: bulk replays
+// are at least once, like every delivery, and the copies carry the same
+// Idempotency-Key.
+type replayRunner struct {
+	store  storage.Store
+	reg    *registry
+	notify func(endpoints ...string)
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	state  runnerState
+	ctx    context.Context
+	cancel context.CancelFunc
+	active map[string]bool // jobs with a goroutine
+	wg     sync.WaitGroup
+}
+
+func newReplayRunner(g *Gateway) *replayRunner {
+	return &replayRunner{
+		store: g.store, reg: g.reg, log: g.log.With("component", "replay"), active: map[string]bool{},
+		notify: func(eps ...string) { g.disp.Notify(eps...) },
+	}
+}
+
+// Start resumes the jobs left running by an earlier process and accepts
+// new ones. It returns at once; Start after Start or Stop does nothing.
+func (r *replayRunner) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != runnerNew {
+		return
+	}
+	r.state = runnerRunning
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.resume(ctx)
+	}()
+}
+
+// Stop cancels the running jobs and waits until their goroutines are gone;
+// each has recorded the progress of its last finished batch. It is
+// idempotent.
+func (r *replayRunner) Stop() {
+	r.mu.Lock()
+	r.state = runnerStopped
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// Submit runs a stored job. Before Start or after Stop it does nothing:
+// the job stays running in the store and the next start resumes it.
+func (r *replayRunner) Submit(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != runnerRunning || r.active[id] {
+		return
+	}
+	r.active[id] = true
+	r.wg.Add(1)
+	ctx := r.ctx
+	go func() {
+		defer r.wg.Done()
+		r.run(ctx, id)
+		r.mu.Lock()
+		delete(r.active, id)
+		r.mu.Unlock()
+	}()
+}
+
+func (r *replayRunner) resume(ctx context.Context) {
+	jobs, err := r.store.ListReplays(ctx, storage.ReplayRunning)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("list replays to resume", "err", err)
+		}
+		return
+	}
+	for _, job := range jobs {
+		r.log.Info("resuming replay", "replay", job.ID, "enqueued", job.Enqueued)
+		r.Submit(job.ID)
+	}
+}
+
+// run works through one job, batch after batch, until it is done, fails,
+// or ctx ends (then it stays running, to be resumed).
+func (r *replayRunner) run(ctx context.Context, id string) {
+	// Read the job again: it may have finished since it was listed.
+	job, err := r.store.GetReplay(ctx, id)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("read replay", "replay", id, "err", err)
+		}
+		return
+	}
+	for job.State == storage.ReplayRunning && ctx.Err() == nil {
+		if err := r.step(ctx, &job); err != nil {
+			if ctx.Err() == nil {
+				r.fail(&job, err)
+			}
+			return
+		}
+	}
+}
+
+// step replays one batch of events and records the progress.
+func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
+	evs, next, err := r.store.ListEvents(ctx, storage.EventFilter{
+		Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
+		Limit: replayBatch, Cursor: job.Cursor,
+	})
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	snap := r.reg.current()
+	var ds []storage.Delivery
+	matched := 0
+	for i := range evs {
+		eps, err := r.targets(ctx, job, &evs[i], snap)
+		if err != nil {
+			return err
+		}
+		if len(eps) > 0 {
+			matched++
+			ds = append(ds, inbound.NewDeliveries(&evs[i], eps, now)...)
+		}
+	}
+	n, err := r.enqueue(ctx, ds)
+	if err != nil {
+		return err
+	}
+	job.Matched += matched
+	job.Enqueued += n
+	job.Cursor = next
+	job.UpdatedAt = now
+	if next == "" {
+		job.State = storage.ReplayCompleted
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
+	defer cancel()
+	if err := r.store.PutReplay(wctx, job); err != nil {
+		return err
+	}
+	r.notifyAll(ds)
+	return nil
+}
+
+// replayUntil is the job's upper bound, at most its creation: events
+// received after the job started got their own deliveries.
+func replayUntil(job *storage.ReplayJob) time.Time {
+	if job.Until.IsZero() || job.Until.After(job.CreatedAt) {
+		return job.CreatedAt
+	}
+	return job.Until
+}
+
+// targets are the endpoints an event is replayed to. Without a status
+// filter: the endpoints that subscribe to it now. With one: the enabled
+// endpoints whose latest delivery of it is in that state. The job's
+// endpoint filter narrows either.
+func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *storage.Event, snap *snapshot) ([]storage.Endpoint, error) {
+	eps := snap.byTenant[ev.Tenant]
+	var out []storage.Endpoint
+	if job.Status == "" {
+		out = inbound.Subscribers(eps, ev.Tenant, ev.Source, ev.Type)
+	} else {
+		ds, _, err := r.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit})
+		if err != nil {
+			return nil, err
+		}
+		latest := map[string]storage.DeliveryState{}
+		for _, d := range ds { // newest first
+			if _, seen := latest[d.Endpoint]; !seen {
+				latest[d.Endpoint] = d.State
+			}
+		}
+		for _, ep := range eps {
+			if !ep.Disabled && latest[ep.ID] == storage.DeliveryState(job.Status) {
+				out = append(out, ep)
+			}
+		}
+	}
+	if job.Endpoint == "" {
+		return out, nil
+	}
+	for _, ep := range out {
+		if ep.ID == job.Endpoint {
+			return []storage.Endpoint{ep}, nil
+		}
+	}
+	return nil, nil
+}
+
+// enqueue stores new deliveries and returns how many were stored. Events
+// that retention deleted meanwhile are skipped.
+func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (int, error) {
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	err := r.store.Enqueue(ctx, ds)
+	if !errors.Is(err, storage.ErrNotFound) {
+		if err != nil {
+			return 0, err
+		}
+		return len(ds), nil
+	}
+	n := 0
+	for start := 0; start < len(ds); {
+		end := start + 1
+		for end < len(ds) && ds[end].Event == ds[start].Event {
+			end++
+		}
+		switch err := r.store.Enqueue(ctx, ds[start:end]); {
+		case err == nil:
+			n += end - start
+		case !errors.Is(err, storage.ErrNotFound):
+			return n, err
+		}
+		start = end
+	}
+	return n, nil
+}
+
+func (r *replayRunner) notifyAll(ds []storage.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, d := range ds {
+		if !seen[d.Endpoint] {
+			seen[d.Endpoint] = true
+			ids = append(ids, d.Endpoint)
+		}
+	}
+	r.notify(ids...)
+}
+
+// fail records a job that cannot go on. The stored error is generic: the
+// log has the cause.
+func (r *replayRunner) fail(job *storage.ReplayJob, err error) {
+	r.log.Error("replay failed", "replay", job.ID, "err", err)
+	job.State = storage.ReplayFailed
+	job.Error = "the replay stopped on a store error; see the gateway's log"
+	if errors.Is(err, storage.ErrBadCursor) {
+		job.Error = "the replay's cursor is invalid"
+	}
+	job.UpdatedAt = time.Now().UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), replayWriteTimeout)
+	defer cancel()
+	if err := r.store.PutReplay(ctx, job); err != nil {
+		r.log.Error("record failed replay", "replay", job.ID, "err", err)
+	}
+}
