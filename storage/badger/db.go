@@ -1,11 +1,19 @@
 // Package badger is hookgate's embedded storage engine, on Badger v4.
 //
-// All writes go through one writer goroutine that applies many callers'
-// operations in one Badger transaction and commits it with a single fsync
-// (group commit). A caller's write returns only after that commit, so
-// nothing is acknowledged before it is on disk, and many concurrent writers
-// share the cost of one fsync. Having one writer also means transactions
-// never conflict: an operation reads and writes under the writer's lock.
+// Writes are group-committed and pipelined. One writer goroutine applies
+// many callers' operations in one Badger transaction and commits it to the
+// memtable and its write-ahead log; a syncer goroutine then makes
+// everything committed so far durable with one sync and only then releases
+// the callers. While the syncer waits for the disk, the writer already
+// builds the next transaction, so the disk's latency bounds neither the
+// batch size nor the throughput. Having one writer also means transactions
+// never conflict: an operation reads and writes without interference.
+//
+// Nothing is released before it is durable: a caller's answer, and any
+// read that could reveal not yet durable data to a caller who acts on it
+// (the dedupe fast path), waits for the sync that covers it. A failed sync
+// is fatal to the store (fail-stop, as after fsyncgate): every later write
+// and durable read fails until a restart replays the log.
 package badger
 
 import (
@@ -14,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -28,7 +37,13 @@ var _ storage.Store = (*DB)(nil)
 const (
 	maxBatchOps   = 1024
 	maxBatchBytes = 4 << 20
+	// syncQueue bounds how many committed batches may wait for a sync.
+	syncQueue = 64
 )
+
+// ErrSyncFailed is returned by every write after a sync failed: the store
+// no longer knows what is on disk and must be reopened.
+var ErrSyncFailed = errors.New("badger: sync failed, store must be reopened")
 
 // Options tunes the engine; zero values take the defaults.
 type Options struct {
@@ -44,6 +59,7 @@ type Options struct {
 type DB struct {
 	db     *bdg.DB
 	ops    chan *op
+	syncs  chan []*op
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
@@ -52,6 +68,14 @@ type DB struct {
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
+
+	// committed and synced count batches: committed by the writer, made
+	// durable by the syncer. durable is closed and replaced after each sync.
+	committed atomic.Uint64
+	synced    atomic.Uint64
+	syncMu    sync.Mutex
+	durable   chan struct{}
+	failed    atomic.Pointer[error]
 }
 
 // op is one caller's share of a batch. fn must do all of its reads and
@@ -73,7 +97,7 @@ func Open(dir string, o Options) (*DB, error) {
 		log = slog.Default()
 	}
 	opts := bdg.DefaultOptions(dir).
-		WithSyncWrites(true).
+		WithSyncWrites(false). // the syncer syncs, once per group of batches
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{log}).
 		WithMemTableSize(cmpOr(o.MemTableSize, 32<<20)).
@@ -86,14 +110,23 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
 	db := &DB{
-		db:     bdb,
-		ops:    make(chan *op, maxBatchOps),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		log:    log,
-		floors: newFloors(),
+		db:      bdb,
+		ops:     make(chan *op, maxBatchOps),
+		syncs:   make(chan []*op, syncQueue),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		log:     log,
+		floors:  newFloors(),
+		durable: make(chan struct{}),
 	}
-	go db.writeLoop()
+	syncDone := make(chan struct{})
+	go db.syncLoop(syncDone)
+	go func() {
+		db.writeLoop()
+		close(db.syncs)
+		<-syncDone
+		close(db.done)
+	}()
 	return db, nil
 }
 
@@ -168,7 +201,6 @@ func (db *DB) view(fn func(txn *bdg.Txn) error) error {
 // writeLoop owns all writes. It drains queued ops into batches until stop,
 // then finishes what is queued (senders cannot add more once isClosed).
 func (db *DB) writeLoop() {
-	defer close(db.done)
 	batch := make([]*op, 0, maxBatchOps)
 	for {
 		var first *op
@@ -197,11 +229,14 @@ func (db *DB) writeLoop() {
 			}
 		}
 		db.commit(batch)
+		batch = make([]*op, 0, maxBatchOps) // the syncer owns the old one
 	}
 }
 
-// commit applies a batch in one transaction and one fsync, and signals each
-// op. A batch that turns out too big for one transaction is split in halves.
+// commit applies a batch in one transaction and hands it to the syncer,
+// which releases its ops once it is durable. Ops whose batch failed are
+// released at once with the error. A batch that turns out too big for one
+// transaction is split in halves.
 func (db *DB) commit(batch []*op) {
 	err := db.apply(batch)
 	if err != nil {
@@ -213,6 +248,16 @@ func (db *DB) commit(batch []*op) {
 		db.commit(batch[len(batch)/2:])
 		return
 	}
+	if err != nil {
+		release(batch, err)
+		return
+	}
+	db.committed.Add(1)
+	db.syncs <- batch
+}
+
+// release signals each op of a batch, with err where the op has none.
+func release(batch []*op, err error) {
 	for _, o := range batch {
 		if o.err == nil {
 			o.err = err
@@ -221,9 +266,92 @@ func (db *DB) commit(batch []*op) {
 	}
 }
 
+// syncLoop makes committed batches durable: one sync covers every batch
+// committed before it started, then their ops are released.
+func (db *DB) syncLoop(done chan struct{}) {
+	defer close(done)
+	for batch := range db.syncs {
+		group := [][]*op{batch}
+	drain:
+		for {
+			select {
+			case b, ok := <-db.syncs:
+				if !ok {
+					break drain
+				}
+				group = append(group, b)
+			default:
+				break drain
+			}
+		}
+		target := db.committed.Load()
+		err := db.sync()
+		for _, b := range group {
+			release(b, err)
+		}
+		if err == nil {
+			db.synced.Store(target)
+		}
+		db.syncMu.Lock()
+		close(db.durable)
+		db.durable = make(chan struct{})
+		db.syncMu.Unlock()
+	}
+}
+
+// sync makes the memtable's log and the value log durable; a failure is
+// fatal to the store.
+func (db *DB) sync() error {
+	if err := db.failure(); err != nil {
+		return err
+	}
+	if err := db.db.Sync(); err != nil {
+		db.log.Error("badger sync failed: refusing further writes until restart", "err", err)
+		werr := fmt.Errorf("%w: %v", ErrSyncFailed, err)
+		db.failed.Store(&werr)
+		return werr
+	}
+	return nil
+}
+
+func (db *DB) failure() error {
+	if p := db.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// waitDurable returns once everything committed before the call is
+// durable: a caller that read data (say a dedupe record) may act on it.
+func (db *DB) waitDurable(ctx context.Context) error {
+	target := db.committed.Load()
+	for db.synced.Load() < target {
+		if err := db.failure(); err != nil {
+			return err
+		}
+		db.syncMu.Lock()
+		ch := db.durable
+		db.syncMu.Unlock()
+		if db.synced.Load() >= target {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-db.done:
+			return storage.ErrClosed
+		}
+	}
+	return db.failure()
+}
+
 // apply runs the ops in one transaction and commits it. Per-op logical
 // errors are left in o.err; the returned error is the commit's.
 func (db *DB) apply(batch []*op) error {
+	if err := db.failure(); err != nil {
+		return err
+	}
 	txn := db.db.NewTransaction(true)
 	defer txn.Discard()
 	for _, o := range batch {

@@ -32,6 +32,14 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		res, found, err = checkDedupe(txn, k, req)
 		return err
 	})
+	if found {
+		// The record may be committed but not yet durable: answer only
+		// once it is, so that no answer ever rests on data a crash could
+		// lose.
+		if werr := db.waitDurable(ctx); werr != nil {
+			return storage.AcceptResult{}, werr
+		}
+	}
 	if err != nil || found {
 		return res, err
 	}
