@@ -63,7 +63,9 @@ type Outbox interface {
 	// now (pending, or delivering with an expired lease), oldest due first.
 	Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]Job, error)
 	// NextDue returns when the earliest delivery of the endpoint becomes due
-	// (a pending due time or a lease expiry); ok is false when there is none.
+	// (a pending due time or a lease expiry), or an earlier time: it is a
+	// hint for when to claim next, and a claim at that time may find
+	// nothing. ok is false when the endpoint's outbox is empty.
 	NextDue(ctx context.Context, endpoint string) (due time.Time, ok bool, err error)
 	// Complete records one attempt and the delivery's new state in one write.
 	// It fails with ErrLeaseLost unless the delivery is still held under

@@ -13,14 +13,14 @@ import (
 func (db *DB) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 	v := *ep
 	return db.update(ctx, 1024, func(txn *bdg.Txn) error {
-		return putJSON(txn, endpointKey(v.ID), &v)
+		return putRecord(txn, endpointKey(v.ID), &v)
 	})
 }
 
 // GetEndpoint reads one endpoint.
 func (db *DB) GetEndpoint(ctx context.Context, id string) (storage.Endpoint, error) {
 	var ep storage.Endpoint
-	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, endpointKey(id), &ep) })
+	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, endpointKey(id), &ep) })
 	return ep, err
 }
 
@@ -48,14 +48,14 @@ func (db *DB) DeleteEndpoint(ctx context.Context, id string) error {
 func (db *DB) PutSource(ctx context.Context, src *storage.Source) error {
 	v := *src
 	return db.update(ctx, 1024, func(txn *bdg.Txn) error {
-		return putJSON(txn, sourceKey(v.ID), &v)
+		return putRecord(txn, sourceKey(v.ID), &v)
 	})
 }
 
 // GetSource reads one source.
 func (db *DB) GetSource(ctx context.Context, id string) (storage.Source, error) {
 	var src storage.Source
-	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, sourceKey(id), &src) })
+	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, sourceKey(id), &src) })
 	return src, err
 }
 
@@ -93,7 +93,7 @@ func scanJSON(txn *bdg.Txn, p []byte, next func() any) error {
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
-		if err := it.Item().Value(func(b []byte) error { return jsonUnmarshal(b, next()) }); err != nil {
+		if err := it.Item().Value(func(b []byte) error { return decode(b, next()) }); err != nil {
 			return err
 		}
 	}

@@ -26,7 +26,7 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 	k := idemKey(c.Tenant, c.Key)
 	err := db.update(ctx, 256, func(txn *bdg.Txn) error {
 		var rec idemRecord
-		err := getJSON(txn, k, &rec)
+		err := getRecord(txn, k, &rec)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 		case err != nil:
@@ -49,7 +49,7 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 		// Absent, expired, or a lease left behind by a dead request: take it.
 		res = storage.IdemResult{State: storage.IdemNew, LeaseUntil: c.LeaseUntil}
 		rec = idemRecord{Hash: c.RequestHash, LeaseUntil: c.LeaseUntil, Expires: c.LeaseUntil}
-		return putJSONTTL(txn, k, &rec, c.LeaseUntil.Sub(c.Now)+time.Hour)
+		return putRecordTTL(txn, k, &rec, c.LeaseUntil.Sub(c.Now)+time.Hour)
 	})
 	return res, err
 }
@@ -59,11 +59,11 @@ func (db *DB) FinishKey(ctx context.Context, tenant, key string, resp storage.Re
 	k := idemKey(tenant, key)
 	return db.update(ctx, 256+len(resp.Body), func(txn *bdg.Txn) error {
 		var rec idemRecord
-		if err := getJSON(txn, k, &rec); err != nil {
+		if err := getRecord(txn, k, &rec); err != nil {
 			return err
 		}
 		rec.Done, rec.LeaseUntil, rec.Response, rec.Expires = true, time.Time{}, resp, expires
-		return putJSONTTL(txn, k, &rec, time.Until(expires))
+		return putRecordTTL(txn, k, &rec, time.Until(expires))
 	})
 }
 
@@ -74,8 +74,8 @@ func (db *DB) AbandonKey(ctx context.Context, tenant, key string) error {
 	})
 }
 
-func putJSONTTL(txn *bdg.Txn, k []byte, v any, ttl time.Duration) error {
-	b, err := jsonMarshal(v)
+func putRecordTTL(txn *bdg.Txn, k []byte, v any, ttl time.Duration) error {
+	b, err := encode(v)
 	if err != nil {
 		return err
 	}

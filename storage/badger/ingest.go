@@ -2,7 +2,6 @@ package badger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -43,17 +42,17 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 	if err != nil || found {
 		return res, err
 	}
-	ev, err := json.Marshal(&req.Event)
+	ev, err := encode(&req.Event)
 	if err != nil {
 		return res, fmt.Errorf("encode event: %w", err)
 	}
 	dls := make([][]byte, len(req.Deliveries))
 	for i := range req.Deliveries {
-		if dls[i], err = json.Marshal(&req.Deliveries[i]); err != nil {
+		if dls[i], err = encode(&req.Deliveries[i]); err != nil {
 			return res, fmt.Errorf("encode delivery: %w", err)
 		}
 	}
-	rec, err := json.Marshal(&dedupeRecord{Hash: req.BodyHash, Response: req.Response, Expires: req.DedupeUntil, Event: req.Event.ID})
+	rec, err := encode(&dedupeRecord{Hash: req.BodyHash, Response: req.Response, Expires: req.DedupeUntil, Event: req.Event.ID})
 	if err != nil {
 		return res, fmt.Errorf("encode dedupe record: %w", err)
 	}
@@ -99,7 +98,7 @@ func checkDedupe(txn *bdg.Txn, k []byte, req *storage.AcceptRequest) (storage.Ac
 		return storage.AcceptResult{}, false, err
 	}
 	var rec dedupeRecord
-	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+	if err := item.Value(func(v []byte) error { return decode(v, &rec) }); err != nil {
 		return storage.AcceptResult{}, false, fmt.Errorf("decode dedupe record: %w", err)
 	}
 	if !rec.Expires.IsZero() && !req.Event.ReceivedAt.Before(rec.Expires) {

@@ -20,14 +20,14 @@ const (
 // GetEvent reads one event.
 func (db *DB) GetEvent(ctx context.Context, id string) (storage.Event, error) {
 	var ev storage.Event
-	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, eventKey(id), &ev) })
+	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, eventKey(id), &ev) })
 	return ev, err
 }
 
 // GetDelivery reads one delivery.
 func (db *DB) GetDelivery(ctx context.Context, id string) (storage.Delivery, error) {
 	var d storage.Delivery
-	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, deliveryKey(id), &d) })
+	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, deliveryKey(id), &d) })
 	return d, err
 }
 
@@ -60,7 +60,7 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 	err = db.view(func(txn *bdg.Txn) error {
 		return scanIDsNewestFirst(txn, p, after, "evt_", f.Since, f.Until, func(id string) (bool, error) {
 			var ev storage.Event
-			if err := getJSON(txn, eventKey(id), &ev); err != nil {
+			if err := getRecord(txn, eventKey(id), &ev); err != nil {
 				return false, err
 			}
 			if (f.Source != "" && ev.Source != f.Source) || (f.Type != "" && ev.Type != f.Type) {

@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -70,7 +71,7 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 	err = db.view(func(txn *bdg.Txn) error {
 		for _, d := range claimed {
 			var ev storage.Event
-			if err := getJSON(txn, eventKey(d.Event), &ev); err != nil {
+			if err := getRecord(txn, eventKey(d.Event), &ev); err != nil {
 				return fmt.Errorf("event %s of delivery %s: %w", d.Event, d.ID, err)
 			}
 			jobs = append(jobs, storage.Job{Delivery: d, Event: ev})
@@ -87,16 +88,27 @@ type dueEntry struct {
 }
 
 // scanDue lists up to limit outbox entries of endpoint due at or before
-// now, starting at the floor from (Unix ns). rest is the due time of the
-// first live entry after them (noneLeft when there is none).
+// now, starting at the floor from (Unix ns). rest is a lower bound of the
+// due time of the entries after them (noneLeft when there are none).
+//
+// It iterates over deletion markers too and stops at the first key due
+// after now, live or deleted: otherwise every scan would walk the markers
+// that completed deliveries leave at their lease expiry (a minute of
+// deliveries, hundreds of thousands under load) to find the next live one.
 func scanDue(txn *bdg.Txn, endpoint string, from int64, now time.Time, limit int) (out []dueEntry, rest int64, err error) {
 	p := queuePrefix(endpoint)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, AllVersions: true})
 	defer it.Close()
 	rest = noneLeft
 	seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(from))
+	var last []byte
 	for it.Seek(seek); it.Valid(); it.Next() {
-		k := it.Item().KeyCopy(nil)
+		item := it.Item()
+		k := item.Key()
+		if last != nil && bytes.Equal(k, last) {
+			continue // an older version of a key already seen
+		}
+		last = append(last[:0], k...)
 		due, id, ok := parseQueueKey(p, k)
 		if !ok {
 			continue
@@ -105,7 +117,10 @@ func scanDue(txn *bdg.Txn, endpoint string, from int64, now time.Time, limit int
 			rest = dueNanos(due)
 			break
 		}
-		out = append(out, dueEntry{key: k, due: due, id: id})
+		if item.IsDeletedOrExpired() {
+			continue
+		}
+		out = append(out, dueEntry{key: append([]byte(nil), k...), due: due, id: id})
 	}
 	return out, rest, nil
 }
@@ -118,7 +133,7 @@ func (db *DB) moveQueue(txn *bdg.Txn, d *storage.Delivery, old []byte) error {
 			return err
 		}
 	}
-	if err := putJSON(txn, deliveryKey(d.ID), d); err != nil {
+	if err := putRecord(txn, deliveryKey(d.ID), d); err != nil {
 		return err
 	}
 	if d.State.Terminal() {
@@ -127,16 +142,18 @@ func (db *DB) moveQueue(txn *bdg.Txn, d *storage.Delivery, old []byte) error {
 	return db.setQueue(txn, d)
 }
 
-// NextDue returns the earliest outbox time of an endpoint.
+// NextDue returns the earliest outbox time of an endpoint, or an earlier
+// one: like scanDue it stops at the first key after the floor, live or
+// deleted, so a caller may wake early and claim nothing (which moves the
+// floor past the markers).
 func (db *DB) NextDue(ctx context.Context, endpoint string) (time.Time, bool, error) {
 	var due time.Time
 	var ok bool
 	err := db.view(func(txn *bdg.Txn) error {
-		from := db.floors.get(endpoint)
 		p := queuePrefix(endpoint)
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, AllVersions: true})
 		defer it.Close()
-		seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(from))
+		seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(db.floors.get(endpoint)))
 		for it.Seek(seek); it.Valid(); it.Next() {
 			if due, _, ok = parseQueueKey(p, it.Item().Key()); ok {
 				return nil
@@ -216,7 +233,7 @@ func (db *DB) Enqueue(ctx context.Context, ds []storage.Delivery) error {
 	size := 0
 	for i := range ds {
 		var err error
-		if encs[i], err = json.Marshal(&ds[i]); err != nil {
+		if encs[i], err = encode(&ds[i]); err != nil {
 			return fmt.Errorf("encode delivery: %w", err)
 		}
 		size += len(encs[i]) + 200
@@ -298,7 +315,7 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 				d.State = storage.StateCancelled
 				d.LeaseUntil = time.Time{}
 				d.UpdatedAt = time.Now().UTC()
-				if err := putJSON(txn, deliveryKey(d.ID), d); err != nil {
+				if err := putRecord(txn, deliveryKey(d.ID), d); err != nil {
 					return err
 				}
 				n++
@@ -320,12 +337,12 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 
 func getDelivery(txn *bdg.Txn, id string) (storage.Delivery, error) {
 	var d storage.Delivery
-	err := getJSON(txn, deliveryKey(id), &d)
+	err := getRecord(txn, deliveryKey(id), &d)
 	return d, err
 }
 
-// getJSON decodes the value at k into v; ErrNotFound when absent.
-func getJSON(txn *bdg.Txn, k []byte, v any) error {
+// getRecord decodes the value at k into v; ErrNotFound when absent.
+func getRecord(txn *bdg.Txn, k []byte, v any) error {
 	item, err := txn.Get(k)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
 		return storage.ErrNotFound
@@ -333,12 +350,12 @@ func getJSON(txn *bdg.Txn, k []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	return item.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+	return item.Value(func(b []byte) error { return decode(b, v) })
 }
 
-// putJSON encodes v at k.
-func putJSON(txn *bdg.Txn, k []byte, v any) error {
-	b, err := json.Marshal(v)
+// putRecord encodes v at k.
+func putRecord(txn *bdg.Txn, k []byte, v any) error {
+	b, err := encode(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", k[:2], err)
 	}

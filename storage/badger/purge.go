@@ -26,7 +26,7 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 				break
 			}
 			var ev storage.Event
-			if err := it.Item().Value(func(b []byte) error { return jsonUnmarshal(b, &ev) }); err != nil {
+			if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
 				it.Close()
 				return err
 			}

@@ -11,13 +11,13 @@ import (
 // PutReplay creates or updates a replay job.
 func (db *DB) PutReplay(ctx context.Context, job *storage.ReplayJob) error {
 	v := *job
-	return db.update(ctx, 512, func(txn *bdg.Txn) error { return putJSON(txn, replayKey(v.ID), &v) })
+	return db.update(ctx, 512, func(txn *bdg.Txn) error { return putRecord(txn, replayKey(v.ID), &v) })
 }
 
 // GetReplay reads one replay job.
 func (db *DB) GetReplay(ctx context.Context, id string) (storage.ReplayJob, error) {
 	var job storage.ReplayJob
-	err := db.view(func(txn *bdg.Txn) error { return getJSON(txn, replayKey(id), &job) })
+	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, replayKey(id), &job) })
 	return job, err
 }
 
