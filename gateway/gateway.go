@@ -44,6 +44,9 @@ type dispatcher interface {
 	Stop(grace time.Duration)
 	Notify(endpoints ...string)
 	SetEndpoints(eps []storage.Endpoint)
+	Reserve(endpoints []string, now time.Time) []time.Time
+	Unreserve(endpoints []string)
+	Hand(jobs []storage.Job)
 }
 
 // Gateway is a running hookgate.
@@ -129,6 +132,9 @@ func (g *Gateway) init(ctx context.Context) error {
 	}
 	d.SetEndpoints(snap.endpoints)
 	g.disp = d
+	// New deliveries go straight to a free slot of their endpoint (written
+	// claimed, sent with the event in hand); the rest wait in the outbox.
+	g.acc.Reserve, g.acc.Unreserve = d.Reserve, d.Unreserve
 	g.bg = newBackground(g)
 	g.public = fiber.New(fiber.Config{
 		AppName:               "hookgate",

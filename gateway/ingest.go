@@ -49,11 +49,10 @@ func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accept
 		g.metrics.ingest(source, "replayed")
 	} else {
 		g.metrics.ingest(source, "accepted")
-		if len(res.Deliveries) > 0 && g.disp != nil {
-			ids := make([]string, len(res.Deliveries))
-			for i, d := range res.Deliveries {
-				ids[i] = d.Endpoint
-			}
+		if jobs := res.Claimed(); len(jobs) > 0 {
+			g.disp.Hand(jobs)
+		}
+		if ids := res.Pending(); len(ids) > 0 {
 			g.disp.Notify(ids...)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"hookgate/storage"
@@ -93,6 +94,29 @@ type Accepted struct {
 	Deliveries []storage.Delivery
 }
 
+// Claimed returns the new deliveries written claimed (reserved slots),
+// ready to be sent, with the event they carry.
+func (a Accepted) Claimed() []storage.Job {
+	var jobs []storage.Job
+	for _, d := range a.Deliveries {
+		if d.State == storage.StateDelivering {
+			jobs = append(jobs, storage.Job{Delivery: d, Event: a.Event})
+		}
+	}
+	return jobs
+}
+
+// Pending returns the endpoints of the new deliveries written pending.
+func (a Accepted) Pending() []string {
+	var ids []string
+	for _, d := range a.Deliveries {
+		if d.State == storage.StatePending {
+			ids = append(ids, d.Endpoint)
+		}
+	}
+	return ids
+}
+
 // Accepter turns verified requests into durable events and deliveries.
 type Accepter struct {
 	// Store persists events; Accept on it must be durable when it returns.
@@ -101,6 +125,13 @@ type Accepter struct {
 	DedupeTTL time.Duration
 	// Now is the clock (tests); nil = time.Now.
 	Now func() time.Time
+	// Reserve, when set, is asked for a delivery slot per subscribed
+	// endpoint before the write; a delivery whose endpoint granted one (a
+	// non-zero lease) is written already claimed under that lease, for the
+	// caller to hand to the dispatcher (see Accepted.Claimed). Unreserve
+	// gives slots back when nothing was written.
+	Reserve   func(endpoints []string, now time.Time) []time.Time
+	Unreserve func(endpoints []string)
 }
 
 // Accept verifies, identifies and stores one request for src, with one
@@ -131,6 +162,9 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 	if len(eventID) > MaxEventIDLen || len(typ) > MaxEventIDLen {
 		return Accepted{}, ErrEventIDTooLong
 	}
+	// Header values may alias the HTTP server's buffers (Fiber reuses them
+	// after the handler returns), and the event outlives the request.
+	eventID, typ = strings.Clone(eventID), strings.Clone(typ)
 	ev := storage.Event{
 		ID: storage.NewID("evt_", now), Tenant: src.Tenant, Source: src.ID, EventID: eventID, Type: typ,
 		ReceivedAt: now, ContentType: in.ContentType, Headers: in.Headers, Body: slices.Clone(in.Body),
@@ -144,14 +178,40 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 		Deliveries:  NewDeliveries(&ev, Subscribers(endpoints, src.Tenant, src.ID, typ), now),
 		Response:    storage.Response{Status: 202, Body: acceptedBody(ev.ID, eventID)},
 	}
+	reserved := a.reserve(req.Deliveries, now)
 	res, err := a.Store.Accept(ctx, req)
-	if err != nil {
-		return Accepted{}, err
-	}
-	if res.Replayed {
+	if err != nil || res.Replayed {
+		if len(reserved) > 0 && a.Unreserve != nil {
+			a.Unreserve(reserved)
+		}
+		if err != nil {
+			return Accepted{}, err
+		}
 		return Accepted{Status: res.Response.Status, Body: res.Response.Body, Replayed: true}, nil
 	}
 	return Accepted{Status: res.Response.Status, Body: res.Response.Body, Event: ev, Deliveries: req.Deliveries}, nil
+}
+
+// reserve asks for a slot per delivery and marks the granted ones claimed.
+// It returns the endpoints that granted one.
+func (a *Accepter) reserve(ds []storage.Delivery, now time.Time) []string {
+	if a.Reserve == nil || len(ds) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].Endpoint
+	}
+	leases := a.Reserve(ids, now)
+	var reserved []string
+	for i := range ds {
+		if i < len(leases) && !leases[i].IsZero() {
+			ds[i].State = storage.StateDelivering
+			ds[i].LeaseUntil = leases[i]
+			reserved = append(reserved, ds[i].Endpoint)
+		}
+	}
+	return reserved
 }
 
 func cmpOrDur(a, b time.Duration) time.Duration {

@@ -39,7 +39,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "steady", "steady | duplicates | fanout | backlog | restart | all")
+	flag.StringVar(&o.scenario, "scenario", "steady", "ingest | steady | duplicates | fanout | backlog | restart | all")
 	flag.IntVar(&o.clients, "clients", 64, "concurrent keep-alive clients")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each load phase runs")
 	flag.IntVar(&o.bodySize, "body", 1024, "event body size in bytes")
@@ -98,7 +98,7 @@ func run(ctx context.Context, o options) ([]Result, error) {
 	}
 	names := []string{o.scenario}
 	if o.scenario == "all" {
-		names = []string{"steady", "duplicates", "fanout", "backlog", "restart"}
+		names = []string{"ingest", "steady", "duplicates", "fanout", "backlog"}
 	}
 	var out []Result
 	if ceiling != nil {

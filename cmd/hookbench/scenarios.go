@@ -42,6 +42,7 @@ type Result struct {
 }
 
 var scenarios = map[string]func(context.Context, options, string) (Result, error){
+	"ingest":     ingestScenario,
 	"steady":     steady,
 	"duplicates": duplicates,
 	"fanout":     fanout,
@@ -93,6 +94,9 @@ func startBench(ctx context.Context, o options, bin string, paths []string) (*be
 
 func (b *bench) start(ctx context.Context, o options, bin string, paths []string) error {
 	var eps strings.Builder
+	if len(paths) == 0 {
+		eps.WriteString("  []\n")
+	}
 	for i, p := range paths {
 		url := b.rcv.url(p)
 		if p == "!down" {
@@ -177,6 +181,13 @@ func (b *bench) runLoad(ctx context.Context, s loadSpec) loadResult {
 	r := drive(ctx, s)
 	close(done)
 	return r
+}
+
+// ingestScenario is durable ingest alone: no endpoint subscribes, so the
+// figures are the accept path (verify, dedupe, fsynced write) against the
+// bare-Fiber ceiling.
+func ingestScenario(ctx context.Context, o options, bin string) (Result, error) {
+	return deliveryScenario(ctx, o, bin, "ingest", nil, o.retries)
 }
 
 func steady(ctx context.Context, o options, bin string) (Result, error) {
