@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"hookgate/storage"
 )
@@ -231,21 +232,32 @@ func acceptedBody(id, eventID string) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string (strconv's Go quoting is not
-// JSON for control and non-UTF-8 bytes, so escape those by hand).
+// appendJSONString appends s as a JSON string, as encoding/json would:
+// quotes, backslashes and control bytes escaped, invalid UTF-8 replaced by
+// U+FFFD (strconv's quoting is Go syntax, not JSON).
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
-		case c < 0x20 || c == 0x7f:
+		case c < 0x20:
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
+		case c < utf8.RuneSelf:
 			b = append(b, c)
+		default:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
+			i += n
+			continue
 		}
+		i++
 	}
 	return append(b, '"')
 }

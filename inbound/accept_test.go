@@ -1,0 +1,128 @@
+package inbound
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+	"hookgate/storage/badger"
+)
+
+func openStore(t *testing.T) *badger.DB {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func noneSource(t *testing.T) *Source {
+	t.Helper()
+	src, err := CompileSource(storage.Source{ID: "src", Tenant: "acme", Verify: storage.VerifyConfig{Scheme: SchemeNone}, EventID: "json:/id", EventType: "json:/type"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// slots is a fake dispatcher's reservation book: the first n requests for
+// an endpoint get a slot.
+type slots struct {
+	free     map[string]int
+	returned []string
+}
+
+func (s *slots) reserve(ids []string, now time.Time) []time.Time {
+	out := make([]time.Time, len(ids))
+	for i, id := range ids {
+		if s.free[id] > 0 {
+			s.free[id]--
+			out[i] = now.Add(time.Minute)
+		}
+	}
+	return out
+}
+
+func (s *slots) unreserve(ids []string) { s.returned = append(s.returned, ids...) }
+
+func TestAcceptFanOutAndReservations(t *testing.T) {
+	db := openStore(t)
+	book := &slots{free: map[string]int{"fast": 1}}
+	a := &Accepter{Store: db, Reserve: book.reserve, Unreserve: book.unreserve}
+	eps := []storage.Endpoint{
+		{ID: "fast", Tenant: "acme"},
+		{ID: "queued", Tenant: "acme", EventTypes: []string{"invoice.*"}},
+		{ID: "filtered", Tenant: "acme", EventTypes: []string{"customer.*"}},
+		{ID: "other-source", Tenant: "acme", Sources: []string{"elsewhere"}},
+		{ID: "disabled", Tenant: "acme", Disabled: true},
+		{ID: "other-tenant", Tenant: "globex"},
+	}
+	in := Inbound{Header: http.Header{}, Body: []byte(`{"id":"e1","type":"invoice.paid"}`), ContentType: "application/json"}
+	res, err := a.Accept(context.Background(), noneSource(t), eps, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != 202 || res.Replayed || res.Event.EventID != "e1" || res.Event.Type != "invoice.paid" {
+		t.Fatalf("accepted %+v", res)
+	}
+	claimed, pending := res.Claimed(), res.Pending()
+	if len(claimed) != 1 || claimed[0].Delivery.Endpoint != "fast" || string(claimed[0].Event.Body) != string(in.Body) {
+		t.Fatalf("claimed %+v", claimed)
+	}
+	if !slices.Equal(pending, []string{"queued"}) {
+		t.Fatalf("pending %v", pending)
+	}
+	stored, err := db.GetDelivery(context.Background(), claimed[0].Delivery.ID)
+	if err != nil || stored.State != storage.StateDelivering || !stored.LeaseUntil.Equal(claimed[0].Delivery.LeaseUntil) {
+		t.Fatalf("the claimed delivery is not stored claimed: %+v %v", stored, err)
+	}
+	// A retry stores nothing and gives back the slot it reserved.
+	book.free["fast"] = 1
+	again, err := a.Accept(context.Background(), noneSource(t), eps, in)
+	if err != nil || !again.Replayed || string(again.Body) != string(res.Body) {
+		t.Fatalf("retry: %+v %v", again, err)
+	}
+	if !slices.Equal(book.returned, []string{"fast"}) {
+		t.Fatalf("returned slots %v, want [fast]", book.returned)
+	}
+}
+
+// failingIngester fails every Accept.
+type failingIngester struct{}
+
+func (failingIngester) Accept(context.Context, *storage.AcceptRequest) (storage.AcceptResult, error) {
+	return storage.AcceptResult{}, errors.New("disk full")
+}
+
+func TestAcceptStoreFailureReturnsSlots(t *testing.T) {
+	book := &slots{free: map[string]int{"fast": 1}}
+	a := &Accepter{Store: failingIngester{}, Reserve: book.reserve, Unreserve: book.unreserve}
+	_, err := a.Accept(context.Background(), noneSource(t), []storage.Endpoint{{ID: "fast", Tenant: "acme"}},
+		Inbound{Header: http.Header{}, Body: []byte(`{"id":"x"}`)})
+	if err == nil || !slices.Equal(book.returned, []string{"fast"}) {
+		t.Fatalf("err %v, returned %v", err, book.returned)
+	}
+}
+
+// TestAcceptedBodyIsJSON: the 202 body is what encoding/json makes of the
+// same answer, whatever bytes the provider's event ID holds.
+func TestAcceptedBodyIsJSON(t *testing.T) {
+	for _, id := range []string{"evt_1", "a\"b\\c\x01\x7f", "caf\u00e9 \u2028", "\xff\xfe bad utf-8", ""} {
+		want, _ := json.Marshal(map[string]string{"event_id": id, "id": "evt_1"})
+		var got, exp map[string]string
+		if err := json.Unmarshal(acceptedBody("evt_1", id), &got); err != nil {
+			t.Fatalf("%q: not JSON: %s", id, acceptedBody("evt_1", id))
+		}
+		_ = json.Unmarshal(want, &exp)
+		if got["event_id"] != exp["event_id"] || got["id"] != "evt_1" {
+			t.Fatalf("%q: got %q want %q", id, got, exp)
+		}
+	}
+}
