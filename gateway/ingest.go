@@ -60,6 +60,19 @@ func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accept
 	return c.Status(res.Status).Send(res.Body)
 }
 
+// closeChunked closes the connection after a chunked request. A request
+// that also carried a Content-Length is ambiguous (RFC 9112 section 6.1:
+// the server must close the connection), and telling it apart after
+// fasthttp has parsed the chunks is not possible, so every chunked request
+// ends its connection: bytes after the chunked body are never read as a
+// second (smuggled) request. Providers rarely chunk, so this costs little.
+func closeChunked(c *fiber.Ctx) error {
+	if c.Request().Header.ContentLength() == -1 {
+		c.Context().SetConnectionClose()
+	}
+	return c.Next()
+}
+
 // ingestError maps Accept's errors to answers. Nothing is stored on any of
 // these paths.
 func (g *Gateway) ingestError(c *fiber.Ctx, source string, err error) error {

@@ -186,11 +186,39 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 			a.Unreserve(reserved)
 		}
 		if err != nil {
+			if len(reserved) > 0 && !errors.Is(err, storage.ErrIdempotencyMismatch) {
+				a.releaseClaimed(ctx, req.Deliveries, now)
+			}
 			return Accepted{}, err
 		}
 		return Accepted{Status: res.Response.Status, Body: res.Response.Body, Replayed: true}, nil
 	}
 	return Accepted{Status: res.Response.Status, Body: res.Response.Body, Event: ev, Deliveries: req.Deliveries}, nil
+}
+
+// releaser is the store's Outbox.Release.
+type releaser interface {
+	Release(ctx context.Context, ids []string, lease, due time.Time) error
+}
+
+// releaseClaimed makes deliveries that a failed Accept may still have
+// written claimed (the write can fail after its commit, e.g. in the sync)
+// due now instead of after their lease: their slots were given back, so
+// nobody would send them before it expired. Best effort: where nothing was
+// written there is nothing to release, and where the store stays broken
+// the lease still brings them back.
+func (a *Accepter) releaseClaimed(ctx context.Context, ds []storage.Delivery, now time.Time) {
+	r, ok := a.Store.(releaser)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, d := range ds {
+		if d.State == storage.StateDelivering {
+			_ = r.Release(ctx, []string{d.ID}, d.LeaseUntil, now)
+		}
+	}
 }
 
 // reserve asks for a slot per delivery and marks the granted ones claimed.

@@ -60,11 +60,11 @@ type attemptResult struct {
 // every failure is an answer to decide on.
 func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Job) attemptResult {
 	timeout := cmp.Or(ep.Timeout, s.timeout)
+	start := time.Now() // before the deadline starts: a timeout's latency is never below it
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 	n := job.Delivery.AttemptCount + 1
 	at := s.now()
-	start := time.Now()
 	res := attemptResult{attempt: storage.Attempt{N: n, At: at}}
 	req, err := newRequest(ctx, ep, job, n, at, s.userAgent)
 	if err != nil {
@@ -97,6 +97,11 @@ func newRequest(ctx context.Context, ep *storage.Endpoint, job *storage.Job, n i
 	if err != nil {
 		return nil, fmt.Errorf("invalid endpoint url: %w", withoutURL(err))
 	}
+	// One attempt is one request: without GetBody, net/http cannot resend
+	// the POST by itself on a reused connection that was reset (it would,
+	// since the Idempotency-Key header makes a POST count as replayable),
+	// so every request the endpoint sees is an attempt on record.
+	req.GetBody = nil
 	h := req.Header
 	for k, v := range ep.Headers {
 		h.Set(k, v)

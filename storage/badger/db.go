@@ -65,6 +65,7 @@ type DB struct {
 	closed sync.Once
 	log    *slog.Logger
 	floors *floors
+	dir    string
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
@@ -118,6 +119,7 @@ func Open(dir string, o Options) (*DB, error) {
 		log:     log,
 		floors:  newFloors(),
 		durable: make(chan struct{}),
+		dir:     dir,
 	}
 	syncDone := make(chan struct{})
 	go db.syncLoop(syncDone)
@@ -155,9 +157,10 @@ func (db *DB) Close() error {
 	return err
 }
 
-// Ping reports whether the store is open and accepts a durable write.
+// Ping reports whether the store is open and accepts a durable write of
+// a full-size event (1 MiB, for the free-space check).
 func (db *DB) Ping(ctx context.Context) error {
-	return db.update(ctx, 16, func(txn *bdg.Txn) error {
+	return db.update(ctx, 1<<20, func(txn *bdg.Txn) error {
 		return txn.Set(keyPing, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	})
 }
@@ -238,6 +241,14 @@ func (db *DB) writeLoop() {
 // released at once with the error. A batch that turns out too big for one
 // transaction is split in halves.
 func (db *DB) commit(batch []*op) {
+	size := 0
+	for _, o := range batch {
+		size += o.size
+	}
+	if err := db.checkSpace(size); err != nil {
+		release(batch, err)
+		return
+	}
 	err := db.apply(batch)
 	if err != nil {
 		// Floors may have moved past entries this batch did not move after all.
