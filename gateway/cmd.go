@@ -10,9 +10,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 )
+
+// defaultMemoryLimit is the Go soft memory limit when GOMEMLIMIT is unset.
+const defaultMemoryLimit = 1 << 30
 
 // Build describes the binary: its version and the config it embeds.
 type Build struct {
@@ -69,9 +73,14 @@ func serve(args []string, b Build, stderr io.Writer) int {
 		}
 		defer stopProfile()
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit: the GC works harder near it instead of letting the
+		// heap double (Badger's compaction buffers come and go in bursts).
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version}); err != nil {
+	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version, HeapProfile: os.Getenv("HOOKGATE_MEMPROFILE")}); err != nil {
 		log.Error("hookgate failed", "err", err)
 		return 1
 	}

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -33,6 +36,9 @@ type Options struct {
 	Version string
 	// Grace bounds shutdown (default DefaultGrace).
 	Grace time.Duration
+	// HeapProfile, when set, is a file the heap profile is written to when
+	// Run is asked to stop, before shutting down (HOOKGATE_MEMPROFILE).
+	HeapProfile string
 	// Store, when set, is used instead of opening the configured one
 	// (tests wrap the real store to inject faults). Close closes it.
 	Store storage.Store
@@ -228,6 +234,20 @@ func (g *Gateway) Shutdown() error {
 	return g.stopErr
 }
 
+// writeHeapProfile writes the live heap to path.
+func (g *Gateway) writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		g.log.Error("heap profile", "err", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		g.log.Error("heap profile", "err", err)
+	}
+}
+
 // Run starts a gateway and serves until ctx is done, then shuts it down.
 func Run(ctx context.Context, cfg *Config, opts Options) error {
 	g, err := New(ctx, cfg, opts)
@@ -244,6 +264,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) error {
 	select {
 	case <-ctx.Done():
 	case serveErr = <-g.Errors():
+	}
+	if g.opts.HeapProfile != "" {
+		g.writeHeapProfile(g.opts.HeapProfile)
 	}
 	g.log.Info("shutting down", "grace", g.opts.Grace.String())
 	return errors.Join(serveErr, g.Shutdown())

@@ -111,24 +111,31 @@ func (p *process) kill() {
 
 // rssKiB reads the process's resident set (VmRSS) and peak (VmHWM) in KiB.
 func (p *process) rssKiB() (rss, peak int64) {
+	m := p.status()
+	return m["VmRSS:"], m["VmHWM:"]
+}
+
+// anonKiB is the anonymous part of the resident set (heap, stacks, Badger's
+// arenas), without the file pages of memory-mapped tables and logs that
+// the kernel can drop at will.
+func (p *process) anonKiB() int64 { return p.status()["RssAnon:"] }
+
+// status reads the KiB figures of /proc/<pid>/status.
+func (p *process) status() map[string]int64 {
+	out := map[string]int64{}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
-		return 0, 0
+		return out
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := sc.Text()
-		for _, k := range []string{"VmRSS:", "VmHWM:"} {
-			if strings.HasPrefix(line, k) {
-				n, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-				if k == "VmRSS:" {
-					rss = n
-				} else {
-					peak = n
-				}
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && strings.HasSuffix(fs[0], ":") {
+			if n, err := strconv.ParseInt(fs[1], 10, 64); err == nil {
+				out[fs[0]] = n
 			}
 		}
 	}
-	return rss, peak
+	return out
 }

@@ -49,8 +49,8 @@ func printTable(w io.Writer, rs []Result) {
 	tw.Flush()
 	for _, r := range rs {
 		if r.Backlog > 0 {
-			fmt.Fprintf(w, "\n%s: %d pending deliveries queued; ingest %.0f req/s in the first tenth, %.0f in the last; RSS %.0f MiB at start, %.0f at end (peak %.0f)\n",
-				r.Scenario, r.Backlog, r.RateFirstTenth, r.RateLastTenth, r.RSSStartMiB, r.RSSEndMiB, r.PeakRSSMiB)
+			fmt.Fprintf(w, "\n%s: %d pending deliveries queued; ingest %.0f req/s in the first tenth, %.0f in the last; RSS %.0f MiB at start, %.0f at end (peak %.0f); anonymous memory %.0f MiB at start, peak %.0f, end %.0f\n",
+				r.Scenario, r.Backlog, r.RateFirstTenth, r.RateLastTenth, r.RSSStartMiB, r.RSSEndMiB, r.PeakRSSMiB, r.AnonStartMiB, r.AnonPeakMiB, r.AnonEndMiB)
 		}
 		if r.FirstP50ms > 0 && r.ReplayP50ms > 0 {
 			fmt.Fprintf(w, "%s: first requests p50 %.2f ms, replayed duplicates p50 %.2f ms\n", r.Scenario, r.FirstP50ms, r.ReplayP50ms)

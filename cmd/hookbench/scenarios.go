@@ -35,6 +35,9 @@ type Result struct {
 	Backlog         int64   `json:"backlog,omitempty"`
 	RSSStartMiB     float64 `json:"rss_start_mib,omitempty"`
 	RSSEndMiB       float64 `json:"rss_end_mib,omitempty"`
+	AnonStartMiB    float64 `json:"anon_start_mib,omitempty"`
+	AnonPeakMiB     float64 `json:"anon_peak_mib,omitempty"`
+	AnonEndMiB      float64 `json:"anon_end_mib,omitempty"`
 	RateFirstTenth  float64 `json:"ingest_rps_first_tenth,omitempty"`
 	RateLastTenth   float64 `json:"ingest_rps_last_tenth,omitempty"`
 	ResumeAfterSecs float64 `json:"resume_after_s,omitempty"`
@@ -248,6 +251,7 @@ func backlog(ctx context.Context, o options, bin string) (Result, error) {
 	}
 	defer b.close(o)
 	rssStart, _ := b.proc.rssKiB()
+	anonStart, anonPeak := b.proc.anonKiB(), int64(0)
 	tenth := int64(o.backlog / 10)
 	var rates []float64
 	var total loadResult
@@ -255,7 +259,9 @@ func backlog(ctx context.Context, o options, bin string) (Result, error) {
 		lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, total: tenth, bodySize: o.bodySize, prefix: fmt.Sprintf("backlog%d", i)})
 		rate := float64(lr.OK) / lr.Elapsed.Seconds()
 		rss, _ := b.proc.rssKiB()
-		progress("  backlog %d/10: %.0f req/s, RSS %.0f MiB", i+1, rate, float64(rss)/1024)
+		anon := b.proc.anonKiB()
+		anonPeak = max(anonPeak, anon)
+		progress("  backlog %d/10: %.0f req/s, RSS %.0f MiB (anonymous %.0f MiB)", i+1, rate, float64(rss)/1024, float64(anon)/1024)
 		rates = append(rates, rate)
 		total.Requests += lr.Requests
 		total.OK += lr.OK
@@ -266,6 +272,7 @@ func backlog(ctx context.Context, o options, bin string) (Result, error) {
 	r := summarize("backlog+restart", o, total)
 	rssEnd, peak := b.proc.rssKiB()
 	r.Backlog, r.RSSStartMiB, r.RSSEndMiB, r.PeakRSSMiB = total.OK, float64(rssStart)/1024, float64(rssEnd)/1024, float64(peak)/1024
+	r.AnonStartMiB, r.AnonPeakMiB, r.AnonEndMiB = float64(anonStart)/1024, float64(anonPeak)/1024, float64(b.proc.anonKiB())/1024
 	if len(rates) == 10 {
 		r.RateFirstTenth, r.RateLastTenth = rates[0], rates[9]
 	}

@@ -106,6 +106,10 @@ func Open(dir string, o Options) (*DB, error) {
 		WithNumMemtables(3).
 		WithNumCompactors(2).
 		WithValueThreshold(64 << 10)
+	// Compaction builds up to a dozen tables at once, each buffered in
+	// memory: with tables growing per level (the default) a large backlog
+	// took gigabytes. Equal-sized tables keep that bounded.
+	opts.TableSizeMultiplier = 1
 	bdb, err := bdg.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
