@@ -66,22 +66,29 @@ func (m *metrics) ingest(source, outcome string) {
 // outboxCollector reports the outbox gauges at scrape time from the store,
 // so they are true after a restart too.
 type outboxCollector struct {
-	store   storage.Store
-	pending *prometheus.Desc
-	due     *prometheus.Desc
+	store storage.Store
+	live  *prometheus.Desc
+	due   *prometheus.Desc
 }
+
+// outboxCountLimit bounds the count per endpoint and scrape.
+const outboxCountLimit = 100_000
 
 func newOutboxCollector(s storage.Store) *outboxCollector {
 	return &outboxCollector{
-		store:   s,
-		pending: prometheus.NewDesc("hookgate_outbox_next_due_seconds", "Seconds until the endpoint's earliest queued delivery is due (negative: overdue).", []string{"endpoint"}, nil),
+		store: s,
+		live:  prometheus.NewDesc("hookgate_outbox_pending", "Deliveries of the endpoint not yet succeeded, failed or cancelled (pending or in flight), counted up to 100000.", []string{"endpoint"}, nil),
+		due:   prometheus.NewDesc("hookgate_outbox_due", "Of those, deliveries due now (waiting for a slot, the rate limit or a paused endpoint), counted up to 100000.", []string{"endpoint"}, nil),
 	}
 }
 
-func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.pending }
+func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.live
+	ch <- c.due
+}
 
 func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	eps, err := c.store.ListEndpoints(ctx)
 	if err != nil {
@@ -89,11 +96,12 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, ep := range eps {
-		due, ok, err := c.store.NextDue(ctx, ep.ID)
-		if err != nil || !ok {
+		live, due, err := c.store.Depth(ctx, ep.ID, now, outboxCountLimit)
+		if err != nil {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, due.Sub(now).Seconds(), ep.ID)
+		ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(live), ep.ID)
+		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due), ep.ID)
 	}
 }
 

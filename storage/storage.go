@@ -82,6 +82,10 @@ type Outbox interface {
 	Retry(ctx context.Context, id string, now time.Time) (Delivery, error)
 	// CancelEndpoint cancels every pending delivery of an endpoint (deleted).
 	CancelEndpoint(ctx context.Context, endpoint string) (int, error)
+	// Depth counts an endpoint's live deliveries (pending or claimed) and
+	// how many of them are due at now, each counted up to limit (a gauge
+	// needs no exact figure for a huge backlog, and counting is bounded).
+	Depth(ctx context.Context, endpoint string, now time.Time, limit int) (live, due int, err error)
 }
 
 // Catalog keeps endpoints and sources.

@@ -164,6 +164,29 @@ func (db *DB) NextDue(ctx context.Context, endpoint string) (time.Time, bool, er
 	return due, ok, err
 }
 
+// Depth counts an endpoint's live outbox entries and the due ones, each up
+// to limit, with a key-only scan from the floor.
+func (db *DB) Depth(ctx context.Context, endpoint string, now time.Time, limit int) (live, due int, err error) {
+	err = db.view(func(txn *bdg.Txn) error {
+		p := queuePrefix(endpoint)
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+		defer it.Close()
+		seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(db.floors.get(endpoint)))
+		for it.Seek(seek); it.Valid() && live < limit; it.Next() {
+			t, _, ok := parseQueueKey(p, it.Item().Key())
+			if !ok {
+				continue
+			}
+			live++
+			if !t.After(now) {
+				due++
+			}
+		}
+		return nil
+	})
+	return live, due, err
+}
+
 // Complete records an attempt and the delivery's next state.
 func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 	att, err := json.Marshal(&out.Attempt)

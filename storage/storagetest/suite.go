@@ -383,6 +383,9 @@ func testEarlierDueAfterClaims(t *testing.T, o Opener) {
 	early := req.Deliveries[0]
 	early.ID, early.NextAttemptAt = storage.NewID("dlv_", now), now.Add(-time.Hour)
 	ok(s.Enqueue(ctx, []storage.Delivery{early}))
+	if live, due := must2(s.Depth(ctx, "ep1", now, 100)); live != 1 || due != 1 {
+		t.Fatalf("depth %d live, %d due; want 1 and 1", live, due)
+	}
 	if due, found := must2(s.NextDue(ctx, "ep1")); !found || !due.Equal(early.NextAttemptAt) {
 		t.Fatalf("next due %v %v, want %v", due, found, early.NextAttemptAt)
 	}

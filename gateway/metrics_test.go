@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetrics: /metrics (no token) exposes ingest outcomes per source,
+// attempts and deliveries per endpoint, the latency histograms and the
+// outbox gauges, with values that follow what happened.
+func TestMetrics(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n  - {id: down, tenant: acme, url: \"http://127.0.0.1:1/\", event_types: [\"never.*\"]}\n", rcv.url("ep"))})
+	g.post("open", []byte(`{"id":"m1","type":"a"}`), nil)
+	g.post("open", []byte(`{"id":"m1","type":"a"}`), nil)
+	g.post("sw", []byte(`{}`), nil)
+	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	var text string
+	waitFor(t, 10*time.Second, "the success to be counted", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr()+"/metrics", nil)
+		st, _, b := do(t, req)
+		text = string(b)
+		return st == 200 && strings.Contains(text, `hookgate_deliveries_total{endpoint="ep",state="succeeded"} 1`)
+	})
+	for _, want := range []string{
+		`hookgate_ingest_requests_total{outcome="accepted",source="open"} 1`,
+		`hookgate_ingest_requests_total{outcome="replayed",source="open"} 1`,
+		`hookgate_ingest_requests_total{outcome="unauthorized",source="sw"} 1`,
+		`hookgate_delivery_attempts_total{endpoint="ep",outcome="succeeded"} 1`,
+		`hookgate_delivery_attempt_seconds_count{endpoint="ep"} 1`,
+		`hookgate_ingest_to_delivery_seconds_count 1`,
+		`hookgate_outbox_pending{endpoint="ep"} 0`,
+		`hookgate_outbox_due{endpoint="down"} 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
