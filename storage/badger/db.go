@@ -133,6 +133,14 @@ func Open(dir string, o Options) (*DB, error) {
 		<-syncDone
 		close(db.done)
 	}()
+	n, err := db.releaseStaleClaims(context.Background(), time.Now())
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("release claims of an earlier process: %w", err)
+	}
+	if n > 0 {
+		log.Info("released deliveries claimed by an earlier process", "deliveries", n)
+	}
 	return db, nil
 }
 

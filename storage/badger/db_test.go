@@ -1,7 +1,9 @@
 package badger_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -34,4 +36,45 @@ func TestConformance(t *testing.T) {
 			return db
 		},
 	})
+}
+
+// TestOpenReleasesStaleClaims: claims found when the store opens were made
+// by a process that is gone (Badger locks its directory): they are due at
+// once, without waiting for their lease and without an attempt counted.
+func TestOpenReleasesStaleClaims(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, now := context.Background(), time.Now().UTC()
+	if err := db.PutEndpoint(ctx, &storage.Endpoint{ID: "ep"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := db.Accept(ctx, benchAccept(int64(i), now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := db.Claim(ctx, "ep", now, 2, time.Minute) // the "dead" process's claims
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claim: %v %d", err, len(claimed))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	jobs, err := db.Claim(ctx, "ep", time.Now(), 10, time.Minute)
+	if err != nil || len(jobs) != 3 {
+		t.Fatalf("after reopen %d deliveries due now (%v), want all 3", len(jobs), err)
+	}
+	for _, j := range jobs {
+		if j.Delivery.AttemptCount != 0 {
+			t.Fatalf("a released claim counted an attempt: %+v", j.Delivery)
+		}
+	}
 }

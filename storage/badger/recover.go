@@ -1,0 +1,65 @@
+package badger
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// staleClaimWindow bounds how far ahead of now Open looks for claims: a
+// lease is the attempt timeout plus a margin, so claims made by a process
+// that died are never due further ahead than this.
+const staleClaimWindow = 10 * time.Minute
+
+// releaseStaleClaims makes every delivery still claimed by an earlier
+// process due now. Badger locks its directory, so no other process can
+// hold a claim on this store: each one found at open was made by a
+// process that died (or stopped without releasing), and waiting for its
+// lease would only delay the delivery by up to a minute. No attempt is
+// counted: the dead attempt's outcome is unknown, and delivery is at least
+// once (the endpoint deduplicates on the Idempotency-Key).
+func (db *DB) releaseStaleClaims(ctx context.Context, now time.Time) (int, error) {
+	eps, err := db.ListEndpoints(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, ep := range eps {
+		var stale []storage.Delivery
+		err := db.view(func(txn *bdg.Txn) error {
+			p := queuePrefix(ep.ID)
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+			defer it.Close()
+			seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(dueNanos(now)))
+			for it.Seek(seek); it.Valid(); it.Next() {
+				due, id, ok := parseQueueKey(p, it.Item().Key())
+				if !ok {
+					continue
+				}
+				if due.After(now.Add(staleClaimWindow)) {
+					break
+				}
+				d, err := getDelivery(txn, id)
+				if err == nil && d.State == storage.StateDelivering && d.LeaseUntil.Equal(due) {
+					stale = append(stale, d)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		for _, d := range stale {
+			if err := db.Release(ctx, []string{d.ID}, d.LeaseUntil, now); err != nil {
+				return total, fmt.Errorf("release stale claim %s: %w", d.ID, err)
+			}
+			total++
+		}
+	}
+	return total, nil
+}
