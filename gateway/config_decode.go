@@ -1,0 +1,399 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// decoder walks the yaml.Node tree into a Config, guided by the structs'
+// yaml tags, then validates it. It collects errors instead of stopping, and
+// remembers the line of every key so validation errors can point at it.
+type decoder struct {
+	file  string
+	env   func(string) (string, bool)
+	errs  ConfigErrors
+	lines map[string]int      // key -> line where it appears ("" is the root)
+	set   map[string]bool     // keys given a non-null value
+	bad   map[string]bool     // keys with a decode error: validation skips them
+	unset map[string][]string // key -> unset variables its value referenced
+
+	inAlias     int // > 0 while decoding through an alias
+	aliasVisits int // values decoded while inAlias > 0
+}
+
+var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document parses data as exactly one YAML document and returns its root
+// node, nil for an empty document, and false on a syntax error.
+func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
+	d.lines[""] = 1
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := decodeNode(dec, &doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, true
+		}
+		d.syntaxError(err)
+		return nil, false
+	}
+	var extra yaml.Node
+	if err := decodeNode(dec, &extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			d.syntaxError(err)
+		} else {
+			d.errorf(extra.Line, "", "only one YAML document is allowed; remove the second one (the --- line)")
+		}
+		return nil, false
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, true
+	}
+	root = doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root.Line, "", "the top level must be a mapping of keys such as server, admin, sources; got %s", kindName(root))
+		return nil, false
+	}
+	d.lines[""] = root.Line
+	return root, true
+}
+
+// decodeNode is dec.Decode with a panic in the third-party parser turned into
+// an error: config is outside input and must never crash the process.
+func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: cannot parse document: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+func (d *decoder) syntaxError(err error) {
+	if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		d.errorf(line, "", "invalid YAML: %s", m[2])
+		return
+	}
+	d.errorf(0, "", "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+func (d *decoder) errorf(line int, key, format string, args ...any) {
+	switch {
+	case len(d.errs) > maxErrors:
+		return
+	case len(d.errs) == maxErrors:
+		d.errs = append(d.errs, ConfigError{File: d.file, Line: line, Msg: "too many errors; stopping here"})
+		return
+	}
+	if key != "" {
+		d.bad[key] = true
+	}
+	d.errs = append(d.errs, ConfigError{File: d.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+var (
+	durationType = reflect.TypeFor[Duration]()
+	sizeType     = reflect.TypeFor[Size]()
+)
+
+// value decodes n into v. line is the line of the key that holds n.
+// A null value (~, null or nothing) leaves v as it is, i.e. at its default.
+func (d *decoder) value(n *yaml.Node, v reflect.Value, key string, line int) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		d.inAlias++
+		defer func() { d.inAlias-- }()
+		n = n.Alias
+	}
+	if d.inAlias > 0 {
+		if d.aliasVisits++; d.aliasVisits > maxAliasVisits {
+			if d.aliasVisits == maxAliasVisits+1 {
+				d.errorf(line, "", "too many alias expansions: write the values out instead")
+			}
+			return
+		}
+	}
+	if isNull(n) {
+		return
+	}
+	d.set[key] = true
+	switch {
+	case v.Type() == durationType || v.Type() == sizeType:
+		d.scalar(n, v, key, line)
+	case v.Kind() == reflect.Pointer:
+		if v.IsNil() {
+			v.Set(newDefaulted(v.Type().Elem()))
+		}
+		d.value(n, v.Elem(), key, line)
+	case v.Kind() == reflect.Struct:
+		d.structure(n, v, key, line)
+	case v.Kind() == reflect.Slice:
+		d.sequence(n, v, key, line)
+	case v.Kind() == reflect.Map:
+		d.stringMap(n, v, key, line)
+	default:
+		d.scalar(n, v, key, line)
+	}
+}
+
+// newDefaulted returns a pointer to a new t with its defaults applied.
+func newDefaulted(t reflect.Type) reflect.Value {
+	p := reflect.New(t)
+	if df, ok := p.Interface().(defaulter); ok {
+		df.setDefaults()
+	}
+	return p
+}
+
+func (d *decoder) structure(n *yaml.Node, v reflect.Value, key string, line int) {
+	if !d.kind(n, yaml.MappingNode, key, line) {
+		return
+	}
+	names := yamlNames(v.Type())
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		name, ok := d.mapKey(k, key, seen)
+		if !ok {
+			continue
+		}
+		child := joinKey(key, name)
+		idx := slices.Index(names, name)
+		if idx < 0 {
+			d.errorf(k.Line, child, "unknown key%s", suggest(name, names))
+			continue
+		}
+		d.lines[child] = k.Line
+		d.value(val, v.Field(idx), child, k.Line)
+	}
+}
+
+// mapKey checks one mapping key: a scalar, not seen before in this mapping.
+func (d *decoder) mapKey(k *yaml.Node, key string, seen map[string]int) (string, bool) {
+	if k.Kind != yaml.ScalarNode {
+		d.errorf(k.Line, key, "mapping keys must be plain strings")
+		return "", false
+	}
+	if first, dup := seen[k.Value]; dup {
+		d.errorf(k.Line, joinKey(key, k.Value), "duplicate key (first at line %d)", first)
+		return "", false
+	}
+	seen[k.Value] = k.Line
+	return k.Value, true
+}
+
+// yamlNames returns the yaml tag of each field of struct type t, by index.
+func yamlNames(t reflect.Type) []string {
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i] = t.Field(i).Tag.Get("yaml")
+	}
+	return names
+}
+
+func (d *decoder) sequence(n *yaml.Node, v reflect.Value, key string, line int) {
+	if !d.kind(n, yaml.SequenceNode, key, line) {
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+	for i, item := range n.Content {
+		child := fmt.Sprintf("%s[%d]", key, i)
+		d.lines[child] = item.Line
+		elem := newDefaulted(v.Type().Elem()).Elem()
+		d.value(item, elem, child, item.Line)
+		s = reflect.Append(s, elem)
+	}
+	v.Set(s)
+}
+
+func (d *decoder) stringMap(n *yaml.Node, v reflect.Value, key string, line int) {
+	if !d.kind(n, yaml.MappingNode, key, line) {
+		return
+	}
+	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		name, ok := d.mapKey(k, key, seen)
+		if !ok {
+			continue
+		}
+		child := joinKey(key, name)
+		d.lines[child] = k.Line
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.value(val, elem, child, k.Line)
+		m.SetMapIndex(reflect.ValueOf(name), elem)
+	}
+	v.Set(m)
+}
+
+// scalar expands ${VAR} references in n and types the result for v. The
+// YAML tag is ignored on purpose: "${PORT:-8080}" is a string to YAML but
+// an integer to us, so typing happens after expansion, on the text.
+func (d *decoder) scalar(n *yaml.Node, v reflect.Value, key string, line int) {
+	if !d.kind(n, yaml.ScalarNode, key, line) {
+		return
+	}
+	exp, err := expandEnv(n.Value, d.env)
+	if err != nil {
+		d.errorf(line, key, "%v", err)
+		return
+	}
+	if len(exp.unset) > 0 {
+		d.unset[key] = exp.unset
+	}
+	if err := setScalar(v, exp.value); err != nil {
+		d.errorf(line, key, "%v", err)
+	}
+}
+
+// setScalar parses s into v according to v's type. Error texts quote s only
+// for numbers, booleans, durations and sizes, which are never secrets.
+func setScalar(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == durationType:
+		return v.Addr().Interface().(*Duration).UnmarshalText([]byte(s))
+	case v.Type() == sizeType:
+		return v.Addr().Interface().(*Size).UnmarshalText([]byte(s))
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, ok := parseBool(s)
+		if !ok {
+			return fmt.Errorf("invalid boolean %q: want true or false", s)
+		}
+		v.SetBool(b)
+	case reflect.Int:
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v.OverflowInt(i) {
+			return fmt.Errorf("invalid integer %q", s)
+		}
+		v.SetInt(i)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("invalid number %q", s)
+		}
+		v.SetFloat(f)
+	default:
+		return fmt.Errorf("unsupported config type %s", v.Type()) // a bug in this file
+	}
+	return nil
+}
+
+// parseBool accepts the YAML 1.2 core booleans only; yes/no/on/off are
+// errors rather than guesses.
+func parseBool(s string) (value, ok bool) {
+	switch s {
+	case "true", "True", "TRUE":
+		return true, true
+	case "false", "False", "FALSE":
+		return false, true
+	}
+	return false, false
+}
+
+// kind reports whether n has the wanted kind, recording an error if not.
+func (d *decoder) kind(n *yaml.Node, want yaml.Kind, key string, line int) bool {
+	if n.Kind == want {
+		return true
+	}
+	names := map[yaml.Kind]string{yaml.MappingNode: "a mapping", yaml.SequenceNode: "a list", yaml.ScalarNode: "a single value"}
+	d.errorf(line, key, "expected %s, got %s", names[want], kindName(n))
+	return false
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return "a single value"
+	}
+	return "an unresolved alias"
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// joinKey appends name to the dotted key parent. A name with unprintable
+// characters is quoted, so that every error stays on one line.
+func joinKey(parent, name string) string {
+	if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		name = strconv.Quote(name)
+	}
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// parentKey strips the last ".name" or "[i]" from key; "" is the root.
+func parentKey(key string) string {
+	if strings.HasSuffix(key, "]") {
+		if i := strings.LastIndexByte(key, '['); i >= 0 {
+			return key[:i]
+		}
+	}
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// suggest returns "; did you mean X?" for the known name closest to an
+// unknown one (case, "_" and "-" ignored, or at most two edits away), else
+// the list of known names.
+func suggest(name string, known []string) string {
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
+	best, bestDist := "", 3
+	for _, k := range known {
+		dist := editDistance(norm(name), norm(k))
+		if dist < bestDist && (dist == 0 || len(name) > 3) {
+			best, bestDist = k, dist
+		}
+	}
+	if best == "" {
+		return "; expected one of: " + strings.Join(known, ", ")
+	}
+	return fmt.Sprintf("; did you mean %s?", best)
+}
+
+// editDistance is the Levenshtein distance, for short key names only.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return math.MaxInt
+	}
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

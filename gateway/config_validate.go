@@ -1,0 +1,488 @@
+package gateway
+
+import (
+	"cmp"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"hookgate/inbound"
+)
+
+// resolve fills each endpoint's Timeout and Retry from delivery: a retry
+// override only replaces the fields it sets.
+func (d *decoder) resolve(c *Config) {
+	for i := range c.Endpoints {
+		e := &c.Endpoints[i]
+		key := fmt.Sprintf("endpoints[%d]", i)
+		if !d.set[key+".timeout"] {
+			e.Timeout = c.Delivery.Timeout
+		}
+		if e.Retry == nil {
+			e.Retry = &RetryConfig{}
+		}
+		d.inheritRetry(e.Retry, c.Delivery.Retry, key+".retry.")
+	}
+}
+
+func (d *decoder) inheritRetry(r *RetryConfig, base RetryConfig, prefix string) {
+	unset := func(field string) bool { return !d.set[prefix+field] }
+	if unset("initial_interval") {
+		r.InitialInterval = base.InitialInterval
+	}
+	if unset("multiplier") {
+		r.Multiplier = base.Multiplier
+	}
+	if unset("max_interval") {
+		r.MaxInterval = base.MaxInterval
+	}
+	if unset("randomization") {
+		r.Randomization = base.Randomization
+	}
+	if unset("max_attempts") {
+		r.MaxAttempts = base.MaxAttempts
+	}
+	if unset("max_elapsed") {
+		r.MaxElapsed = base.MaxElapsed
+	}
+}
+
+// fail records a validation error at key, located at the line of key or of
+// its nearest ancestor present in the file. Keys (or ancestors) that already
+// failed to decode are skipped: their value is not what the file says.
+func (d *decoder) fail(key, format string, args ...any) {
+	line, found := 0, false
+	for k := key; ; k = parentKey(k) {
+		if d.bad[k] {
+			return
+		}
+		if l, ok := d.lines[k]; ok && !found {
+			line, found = l, true
+		}
+		if k == "" {
+			break
+		}
+	}
+	d.errorf(line, key, format, args...)
+}
+
+// required reports an empty required value, naming the unset environment
+// variable when that is why it is empty.
+func (d *decoder) required(key, what string) {
+	if vars := d.unset[key]; len(vars) > 0 {
+		d.fail(key, "%s is empty: environment variable %s is not set", what, strings.Join(vars, ", "))
+		return
+	}
+	d.fail(key, "%s is required", what)
+}
+
+func (d *decoder) positive(key string, v Duration) {
+	if v <= 0 {
+		d.fail(key, "must be a duration greater than 0")
+	}
+}
+
+func (d *decoder) validate(c *Config) {
+	d.listen("server.listen", c.Server.Listen)
+	if c.Server.MaxBody <= 0 {
+		d.fail("server.max_body", "must be greater than 0")
+	}
+	d.listen("admin.listen", c.Admin.Listen)
+	if c.Admin.Listen != "" && c.Admin.Listen == c.Server.Listen && !strings.HasSuffix(c.Admin.Listen, ":0") {
+		d.fail("admin.listen", "must differ from server.listen: the admin API needs its own listener")
+	}
+	d.tokens(c.Admin.Tokens)
+	d.storage(c.Storage)
+	d.positive("dedupe.ttl", c.Dedupe.TTL)
+	d.positive("retention", c.Retention)
+	d.positive("delivery.timeout", c.Delivery.Timeout)
+	d.retry(c.Delivery.Retry, "delivery.retry.", func(string) bool { return true })
+	byID := d.sources(c.Sources)
+	d.endpoints(c.Endpoints, byID)
+}
+
+func (d *decoder) listen(key, addr string) {
+	if addr == "" {
+		d.required(key, "listen address")
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		d.fail(key, "must be host:port, e.g. \":8080\" or \"127.0.0.1:8081\"")
+		return
+	}
+	if n, err := strconv.Atoi(port); port == "" || (err == nil && (n < 0 || n > 65535)) {
+		d.fail(key, "port must be between 0 and 65535")
+	}
+}
+
+func (d *decoder) tokens(tokens []TokenConfig) {
+	if len(tokens) == 0 {
+		d.fail("admin.tokens", "at least one token is required (the admin API is never open)")
+		return
+	}
+	first := map[string]int{}
+	for i, t := range tokens {
+		key := fmt.Sprintf("admin.tokens[%d].token", i)
+		if t.Token == "" {
+			d.required(key, "token")
+			continue
+		}
+		if j, dup := first[t.Token]; dup {
+			d.fail(key, "duplicate token: same as admin.tokens[%d].token", j)
+			continue
+		}
+		first[t.Token] = i
+	}
+}
+
+func (d *decoder) storage(s StorageConfig) {
+	switch s.Driver {
+	case "badger":
+	case "postgres":
+		d.fail("storage.driver", "postgres is not supported yet; use badger")
+	case "":
+		d.required("storage.driver", "driver")
+	default:
+		d.fail("storage.driver", "unknown driver %q; want badger", s.Driver)
+	}
+	if s.Path == "" {
+		d.required("storage.path", "path")
+	}
+}
+
+// retry validates a retry policy; check says which fields to look at, so an
+// endpoint override is only blamed for the fields it sets.
+func (d *decoder) retry(r RetryConfig, prefix string, check func(field string) bool) {
+	if check("initial_interval") {
+		d.positive(prefix+"initial_interval", r.InitialInterval)
+	}
+	if check("multiplier") && r.Multiplier < 1 {
+		d.fail(prefix+"multiplier", "must be at least 1")
+	}
+	if check("max_interval") {
+		d.positive(prefix+"max_interval", r.MaxInterval)
+	}
+	if check("randomization") && (r.Randomization < 0 || r.Randomization > 1) {
+		d.fail(prefix+"randomization", "must be between 0 and 1")
+	}
+	if check("max_attempts") && r.MaxAttempts < 1 {
+		d.fail(prefix+"max_attempts", "must be at least 1")
+	}
+	if check("max_elapsed") {
+		d.positive(prefix+"max_elapsed", r.MaxElapsed)
+	}
+	if (check("initial_interval") || check("max_interval")) && r.InitialInterval > r.MaxInterval && r.MaxInterval > 0 {
+		d.fail(prefix+"initial_interval", "must not exceed max_interval (%s)", r.MaxInterval)
+	}
+}
+
+// idPattern is the syntax of source and endpoint IDs: a URL path segment.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// id checks an ID's syntax and uniqueness; first maps IDs to their index.
+func (d *decoder) id(key, id, list string, first map[string]int) bool {
+	switch {
+	case id == "":
+		d.required(key, "id")
+		return false
+	case !idPattern.MatchString(id):
+		d.fail(key, "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+		return false
+	}
+	if j, dup := first[id]; dup {
+		d.fail(key, "duplicate id %q: same as %s[%d]", id, list, j)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) tenant(key, tenant string) {
+	if tenant == "" {
+		d.fail(key, "must not be empty; leave it out for %q", DefaultTenant)
+	}
+}
+
+// sources validates every source and returns the valid IDs' sources.
+func (d *decoder) sources(sources []SourceConfig) map[string]*SourceConfig {
+	byID := map[string]*SourceConfig{}
+	first := map[string]int{}
+	for i := range sources {
+		s := &sources[i]
+		key := fmt.Sprintf("sources[%d]", i)
+		if d.id(key+".id", s.ID, "sources", first) {
+			first[s.ID], byID[s.ID] = i, s
+		}
+		d.tenant(key+".tenant", s.Tenant)
+		d.verify(s.Verify, key+".verify")
+		d.expr(key+".event_id", s.EventID)
+		d.expr(key+".event_type", s.EventType)
+	}
+	return byID
+}
+
+func (d *decoder) expr(key, s string) {
+	if s == "" {
+		return
+	}
+	if _, err := inbound.ParseExpr(s); err != nil {
+		d.fail(key, "%v", err)
+	}
+}
+
+// schemes are the accepted verify schemes, in the order SPEC lists them.
+var schemes = []string{
+	inbound.SchemeStripe, inbound.SchemeGitHub, inbound.SchemeShopify, inbound.SchemeSlack,
+	inbound.SchemeStandardWebhooks, inbound.SchemeHMAC, inbound.SchemeNone,
+}
+
+func (d *decoder) verify(v *VerifyConfig, key string) {
+	if v == nil {
+		d.fail(key, "a source must say how it is verified; write scheme: none to accept unsigned requests")
+		return
+	}
+	d.positive(key+".tolerance", v.Tolerance)
+	switch {
+	case v.Scheme == "":
+		d.required(key+".scheme", "scheme (one of "+strings.Join(schemes, ", ")+")")
+	case !slices.Contains(schemes, v.Scheme):
+		d.fail(key+".scheme", "unknown scheme %q; want one of %s", v.Scheme, strings.Join(schemes, ", "))
+	default: // the other checks depend on a known scheme
+		before := len(d.errs)
+		d.secrets(v, key)
+		d.hmac(v, key)
+		if len(d.errs) == before {
+			d.verifier(v, key)
+		}
+	}
+}
+
+// verifier builds the inbound verifier from v, so that a config check-config
+// accepts is one serve can start with. It only finds something if the checks
+// above and inbound's disagree; its problems never contain a secret.
+func (d *decoder) verifier(v *VerifyConfig, key string) {
+	_, err := inbound.NewVerifier(inbound.VerifyConfig{
+		Scheme: v.Scheme, Secrets: v.Secrets, Tolerance: v.Tolerance.D(),
+		Header: v.Header, Algorithm: v.Algorithm, Encoding: v.Encoding, Prefix: v.Prefix,
+	})
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		if ce, ok := errors.AsType[*inbound.ConfigError](e); ok {
+			d.fail(key+"."+ce.Field, "%s", ce.Problem)
+		} else {
+			d.fail(key, "%v", e)
+		}
+	}
+}
+
+func (d *decoder) secrets(v *VerifyConfig, key string) {
+	key += ".secrets"
+	switch {
+	case v.Scheme == "none" && len(v.Secrets) > 0:
+		d.fail(key, "scheme none verifies nothing, so it takes no secrets; remove them or pick a scheme")
+	case v.Scheme == "none":
+	case len(v.Secrets) == 0:
+		d.fail(key, "at least one secret is required for scheme %s", v.Scheme)
+	}
+	for j, s := range v.Secrets {
+		k := fmt.Sprintf("%s[%d]", key, j)
+		switch {
+		case s == "":
+			d.required(k, "secret")
+		case v.Scheme == "standard-webhooks" && !validWhsec(s, 1):
+			d.fail(k, "must be whsec_ followed by base64, as the sender shows it")
+		}
+	}
+}
+
+// hmac applies the hmac-only defaults and checks, and rejects hmac-only
+// keys on other schemes, where they would be silently ignored.
+func (d *decoder) hmac(v *VerifyConfig, key string) {
+	if v.Scheme != "hmac" {
+		for _, f := range []string{"header", "algorithm", "encoding", "prefix"} {
+			if d.set[key+"."+f] {
+				d.fail(key+"."+f, "only applies to scheme hmac")
+			}
+		}
+		return
+	}
+	v.Algorithm = cmp.Or(v.Algorithm, DefaultHMACAlgorithm)
+	v.Encoding = cmp.Or(v.Encoding, DefaultHMACEncoding)
+	switch {
+	case v.Header == "":
+		d.required(key+".header", "header (scheme hmac)")
+	case !validHeaderName(v.Header):
+		d.fail(key+".header", "is not a valid header name")
+	}
+	if !slices.Contains([]string{"sha1", "sha256", "sha512"}, v.Algorithm) {
+		d.fail(key+".algorithm", "unknown algorithm %q; want sha1, sha256 or sha512", v.Algorithm)
+	}
+	if v.Encoding != "hex" && v.Encoding != "base64" {
+		d.fail(key+".encoding", "unknown encoding %q; want hex or base64", v.Encoding)
+	}
+}
+
+// validWhsec reports whether s is "whsec_" + standard base64 of at least
+// minLen bytes, the Standard Webhooks secret format.
+func validWhsec(s string, minLen int) bool {
+	b64, ok := strings.CutPrefix(s, "whsec_")
+	if !ok {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	return err == nil && len(raw) >= minLen
+}
+
+// minEndpointSecret is the Standard Webhooks minimum secret length in bytes.
+const minEndpointSecret = 24
+
+func (d *decoder) endpoints(endpoints []EndpointConfig, sources map[string]*SourceConfig) {
+	first := map[string]int{}
+	for i := range endpoints {
+		e := &endpoints[i]
+		key := fmt.Sprintf("endpoints[%d]", i)
+		if d.id(key+".id", e.ID, "endpoints", first) {
+			first[e.ID] = i
+		}
+		d.tenant(key+".tenant", e.Tenant)
+		d.url(key+".url", e.URL)
+		if e.Secret != "" && !validWhsec(e.Secret, minEndpointSecret) {
+			d.fail(key+".secret", "must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", minEndpointSecret)
+		}
+		d.endpointSources(e, key, sources)
+		d.eventTypes(e.EventTypes, key+".event_types")
+		d.headers(e.Headers, key+".headers")
+		d.endpointLimits(e, key)
+	}
+}
+
+func (d *decoder) url(key, raw string) {
+	if raw == "" {
+		d.required(key, "url")
+		return
+	}
+	// The URL is never quoted: it may carry credentials.
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		d.fail(key, "is not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		d.fail(key, "must be an absolute http:// or https:// URL")
+	case u.Hostname() == "":
+		d.fail(key, "must have a host")
+	case u.User != nil:
+		d.fail(key, "must not contain user info; put credentials in headers")
+	}
+}
+
+func (d *decoder) endpointSources(e *EndpointConfig, key string, sources map[string]*SourceConfig) {
+	for j, id := range e.Sources {
+		k := fmt.Sprintf("%s.sources[%d]", key, j)
+		s := sources[id]
+		switch {
+		case s == nil:
+			d.fail(k, "unknown source %q", id)
+		case s.Tenant != e.Tenant:
+			d.fail(k, "source %q belongs to tenant %q, not %q", id, s.Tenant, e.Tenant)
+		}
+	}
+}
+
+func (d *decoder) eventTypes(globs []string, key string) {
+	for j, g := range globs {
+		k := fmt.Sprintf("%s[%d]", key, j)
+		if g == "" {
+			d.required(k, "event type glob")
+		} else if _, err := path.Match(g, ""); err != nil {
+			d.fail(k, "invalid glob %q: %v", g, err)
+		}
+	}
+}
+
+// reservedHeaders are set by hookgate on every delivery (SPEC section 4) or
+// frame the HTTP request; an endpoint's static headers must not replace them.
+var reservedHeaders = []string{
+	"content-type", "content-length", "host", "user-agent", "idempotency-key",
+	"connection", "transfer-encoding", "te", "trailer", "upgrade", "keep-alive", "proxy-connection",
+}
+
+// reservedHeaderPrefixes are the Standard Webhooks and hookgate header families.
+var reservedHeaderPrefixes = []string{"webhook-", "hookgate-"}
+
+func (d *decoder) headers(h map[string]string, key string) {
+	names := slices.Sorted(maps.Keys(h))
+	seen := map[string]string{}
+	for _, name := range names {
+		k := joinKey(key, name)
+		lower := strings.ToLower(name)
+		switch {
+		case !validHeaderName(name):
+			d.fail(k, "is not a valid header name")
+		case slices.Contains(reservedHeaders, lower) || hasAnyPrefix(lower, reservedHeaderPrefixes):
+			d.fail(k, "is set by hookgate and cannot be overridden")
+		case seen[lower] != "":
+			d.fail(k, "duplicate header: same as %s (header names are case-insensitive)", seen[lower])
+		case !validHeaderValue(h[name]):
+			d.fail(k, "value contains characters not allowed in a header (control characters or line breaks)")
+		}
+		seen[lower] = cmp.Or(seen[lower], name)
+	}
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alnum && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue rejects control characters other than tab: a line break
+// in a header value would let config smuggle headers.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) endpointLimits(e *EndpointConfig, key string) {
+	if d.set[key+".timeout"] {
+		d.positive(key+".timeout", e.Timeout)
+	}
+	if e.MaxInFlight < 1 {
+		d.fail(key+".max_in_flight", "must be at least 1")
+	}
+	if e.RateLimit < 0 {
+		d.fail(key+".rate_limit", "must be 0 (unlimited) or more")
+	}
+	prefix := key + ".retry."
+	d.retry(*e.Retry, prefix, func(field string) bool { return d.set[prefix+field] })
+}
