@@ -46,51 +46,20 @@ func (db *DB) ListAttempts(ctx context.Context, dlv string) ([]storage.Attempt, 
 
 // ListEvents returns a page of events, newest first.
 func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.Event, string, error) {
-	limit := pageLimit(f.Limit)
-	after, err := decodeCursor(f.Cursor, "evt_")
-	if err != nil {
-		return nil, "", err
-	}
 	p := prefixEvent
 	if f.Tenant != "" {
 		p = append(key(prefixTenantEvent, f.Tenant), sep)
 	}
-	var out []storage.Event
-	more := false
-	err = db.view(func(txn *bdg.Txn) error {
-		return scanIDsNewestFirst(txn, p, after, "evt_", f.Since, f.Until, func(id string) (bool, error) {
-			var ev storage.Event
-			if err := getRecord(txn, eventKey(id), &ev); err != nil {
-				return false, err
-			}
-			if (f.Source != "" && ev.Source != f.Source) || (f.Type != "" && ev.Type != f.Type) {
-				return true, nil
-			}
-			if len(out) == limit {
-				more = true
-				return false, nil
-			}
-			out = append(out, ev)
-			return true, nil
-		})
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if more {
-		next = encodeCursor(out[len(out)-1].ID)
-	}
-	return out, next, nil
+	q := pageQuery{prefix: p, idPrefix: "evt_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
+	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Event, bool, error) {
+		var ev storage.Event
+		err := getRecord(txn, eventKey(id), &ev)
+		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type), err
+	}, func(ev *storage.Event) string { return ev.ID })
 }
 
 // ListDeliveries returns a page of deliveries, newest first.
 func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]storage.Delivery, string, error) {
-	limit := pageLimit(f.Limit)
-	after, err := decodeCursor(f.Cursor, "dlv_")
-	if err != nil {
-		return nil, "", err
-	}
 	p := prefixDelivery
 	switch {
 	case f.Event != "":
@@ -98,23 +67,45 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	case f.Endpoint != "":
 		p = append(key(prefixEndpointDelivery, f.Endpoint), sep)
 	}
-	var out []storage.Delivery
+	q := pageQuery{prefix: p, idPrefix: "dlv_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
+	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Delivery, bool, error) {
+		d, err := getDelivery(txn, id)
+		match := (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Endpoint == "" || d.Endpoint == f.Endpoint) &&
+			(f.Event == "" || d.Event == f.Event) && (f.State == "" || d.State == f.State)
+		return d, match, err
+	}, func(d *storage.Delivery) string { return d.ID })
+}
+
+// pageQuery is one page of a newest-first listing over time-ordered IDs.
+type pageQuery struct {
+	prefix       []byte // keys end in the IDs
+	idPrefix     string // "evt_", "dlv_"
+	cursor       string
+	since, until time.Time
+	limit        int
+}
+
+// listPage loads the records of a page, keeping those load says match; the
+// cursor is the last ID returned when there is more.
+func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string) ([]T, string, error) {
+	limit := pageLimit(q.limit)
+	after, err := decodeCursor(q.cursor, q.idPrefix)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []T
 	more := false
 	err = db.view(func(txn *bdg.Txn) error {
-		return scanIDsNewestFirst(txn, p, after, "dlv_", f.Since, f.Until, func(id string) (bool, error) {
-			d, err := getDelivery(txn, id)
-			if err != nil {
-				return false, err
-			}
-			if (f.Tenant != "" && d.Tenant != f.Tenant) || (f.Endpoint != "" && d.Endpoint != f.Endpoint) ||
-				(f.Event != "" && d.Event != f.Event) || (f.State != "" && d.State != f.State) {
-				return true, nil
+		return scanIDsNewestFirst(txn, q.prefix, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
+			rec, match, err := load(txn, id)
+			if err != nil || !match {
+				return err == nil, err
 			}
 			if len(out) == limit {
 				more = true
 				return false, nil
 			}
-			out = append(out, d)
+			out = append(out, rec)
 			return true, nil
 		})
 	})
@@ -123,7 +114,7 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	}
 	next := ""
 	if more {
-		next = encodeCursor(out[len(out)-1].ID)
+		next = encodeCursor(idOf(&out[len(out)-1]))
 	}
 	return out, next, nil
 }
