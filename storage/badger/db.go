@@ -65,6 +65,7 @@ type DB struct {
 	closed sync.Once
 	log    *slog.Logger
 	floors *floors
+	recent *recentKeys
 	dir    string
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
@@ -122,6 +123,7 @@ func Open(dir string, o Options) (*DB, error) {
 		done:    make(chan struct{}),
 		log:     log,
 		floors:  newFloors(),
+		recent:  newRecentKeys(),
 		durable: make(chan struct{}),
 		dir:     dir,
 	}

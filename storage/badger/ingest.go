@@ -23,25 +23,15 @@ type dedupeRecord struct {
 // durable write, or answers from an existing dedupe record.
 func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
 	k := dedupeKey(req.Key.Tenant, req.Key.Source, req.Key.EventID)
-	// Fast path for retries: a committed record answers without a write.
-	var res storage.AcceptResult
-	var found bool
-	err := db.view(func(txn *bdg.Txn) error {
-		var err error
-		res, found, err = checkDedupe(txn, k, req)
-		return err
-	})
-	if found {
-		// The record may be committed but not yet durable: answer only
-		// once it is, so that no answer ever rests on data a crash could
-		// lose.
-		if werr := db.waitDurable(ctx); werr != nil {
-			return storage.AcceptResult{}, werr
+	h := db.recent.hash(k)
+	if db.recent.mayContain(h) {
+		// Fast path for retries: a committed record answers without a write.
+		res, found, err := db.acceptFromRecord(ctx, k, req)
+		if err != nil || found {
+			return res, err
 		}
 	}
-	if err != nil || found {
-		return res, err
-	}
+	var res storage.AcceptResult
 	ev, err := encode(&req.Event)
 	if err != nil {
 		return res, fmt.Errorf("encode event: %w", err)
@@ -57,6 +47,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		return res, fmt.Errorf("encode dedupe record: %w", err)
 	}
 	size := len(ev) + len(rec) + 200*len(dls)
+	var found bool
 	err = db.update(ctx, size, func(txn *bdg.Txn) error {
 		var err error
 		res, found, err = checkDedupe(txn, k, req)
@@ -84,7 +75,30 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		}
 		return nil
 	})
+	if err == nil || errors.Is(err, storage.ErrIdempotencyMismatch) {
+		db.recent.add(h) // a retry of this key may now take the fast path
+	}
 	return res, err
+}
+
+// acceptFromRecord answers from a committed dedupe record, if there is one,
+// without queueing a write. The record may be committed but not yet
+// durable: it answers only once it is, so that no answer ever rests on
+// data a crash could lose.
+func (db *DB) acceptFromRecord(ctx context.Context, k []byte, req *storage.AcceptRequest) (storage.AcceptResult, bool, error) {
+	var res storage.AcceptResult
+	var found bool
+	err := db.view(func(txn *bdg.Txn) error {
+		var err error
+		res, found, err = checkDedupe(txn, k, req)
+		return err
+	})
+	if found {
+		if werr := db.waitDurable(ctx); werr != nil {
+			return storage.AcceptResult{}, true, werr
+		}
+	}
+	return res, found, err
 }
 
 // checkDedupe looks up an unexpired dedupe record: found with the stored
