@@ -6,14 +6,19 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/hookgate .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/hookgate . \
+ && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/hookgate /usr/local/bin/hookgate
 COPY config.yaml /etc/hookgate/config.yaml
-WORKDIR /var/lib/hookgate
+# The data directory must belong to the non-root user (uid 65532).
+COPY --from=build --chown=65532:65532 /out/data /var/lib/hookgate/data
 ENV HOOKGATE_DATA=/var/lib/hookgate/data
-EXPOSE 8080 8081
-USER nonroot:nonroot
+# The admin listener stays on loopback unless you publish it on purpose:
+#   docker run -e HOOKGATE_ADMIN_TOKEN=... -e HOOKGATE_ADMIN_LISTEN=:8081 -p 8081:8081 ...
+# (never without HOOKGATE_ADMIN_TOKEN: the config's fallback token is for local trials).
+EXPOSE 8080
+USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hookgate"]
 CMD ["serve", "-config", "/etc/hookgate/config.yaml"]
