@@ -112,7 +112,32 @@ func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
 	return nil, fmt.Errorf("storage driver %q is not supported", cfg.Storage.Driver)
 }
 
+// devAdminToken is the fallback token of the root config.yaml, for local
+// trials: a gateway refuses it on an admin listener that is not loopback.
+const devAdminToken = "dev-admin-token"
+
+// checkAdminExposure fails closed when the trial token would guard an
+// admin listener reachable from other hosts.
+func checkAdminExposure(cfg *Config) error {
+	host, _, err := net.SplitHostPort(cfg.Admin.Listen)
+	if err != nil {
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	for _, t := range cfg.Admin.Tokens {
+		if t.Token == devAdminToken {
+			return errors.New("admin.tokens: the trial token " + devAdminToken + " is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN")
+		}
+	}
+	return nil
+}
+
 func (g *Gateway) init(ctx context.Context) error {
+	if err := checkAdminExposure(g.cfg); err != nil {
+		return err
+	}
 	if err := applyConfig(ctx, g.cfg, g.store, outbound.NewSecret, time.Now().UTC()); err != nil {
 		return fmt.Errorf("apply config: %w", err)
 	}

@@ -485,3 +485,18 @@ func TestSecurityReplayOutsideTolerance(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityTrialTokenOnlyOnLoopback: the root config's fallback admin
+// token is refused when the admin listener is reachable from other hosts.
+func TestSecurityTrialTokenOnlyOnLoopback(t *testing.T) {
+	for listen, ok := range map[string]bool{"127.0.0.1:8081": true, "localhost:8081": true, "[::1]:8081": true, ":8081": false, "0.0.0.0:8081": false, "10.1.2.3:8081": false} {
+		cfg := &Config{Admin: AdminConfig{Listen: listen, Tokens: []TokenConfig{{Token: devAdminToken}}}}
+		if err := checkAdminExposure(cfg); (err == nil) != ok {
+			t.Errorf("%s: %v", listen, err)
+		}
+		cfg.Admin.Tokens[0].Token = "a-real-secret-token"
+		if err := checkAdminExposure(cfg); err != nil {
+			t.Errorf("%s with a real token: %v", listen, err)
+		}
+	}
+}
