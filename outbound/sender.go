@@ -97,11 +97,6 @@ func newRequest(ctx context.Context, ep *storage.Endpoint, job *storage.Job, n i
 	if err != nil {
 		return nil, fmt.Errorf("invalid endpoint url: %w", withoutURL(err))
 	}
-	// One attempt is one request: without GetBody, net/http cannot resend
-	// the POST by itself on a reused connection that was reset (it would,
-	// since the Idempotency-Key header makes a POST count as replayable),
-	// so every request the endpoint sees is an attempt on record.
-	req.GetBody = nil
 	h := req.Header
 	for k, v := range ep.Headers {
 		h.Set(k, v)
