@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -110,7 +109,7 @@ func requestHeaders(c *fiber.Ctx) map[string]string {
 			h[name] = old + ", " + string(v)
 			return
 		}
-		h[name] = strings.Clone(string(v))
+		h[name] = string(v) // a copy: v aliases fasthttp's buffer
 	})
 	return h
 }

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -47,20 +48,13 @@ func CompileSource(src storage.Source) (*Source, error) {
 		return nil, fmt.Errorf("source %s: verify: %w", src.ID, err)
 	}
 	s := &Source{Source: src, verifier: v}
-	if s.idExpr, err = ParseExpr(cmpOr(src.EventID, DefaultEventIDExpr(src.Verify.Scheme))); err != nil {
+	if s.idExpr, err = ParseExpr(cmp.Or(src.EventID, DefaultEventIDExpr(src.Verify.Scheme))); err != nil {
 		return nil, fmt.Errorf("source %s: event_id: %w", src.ID, err)
 	}
-	if s.typeExpr, err = ParseExpr(cmpOr(src.EventType, DefaultEventTypeExpr(src.Verify.Scheme))); err != nil {
+	if s.typeExpr, err = ParseExpr(cmp.Or(src.EventType, DefaultEventTypeExpr(src.Verify.Scheme))); err != nil {
 		return nil, fmt.Errorf("source %s: event_type: %w", src.ID, err)
 	}
 	return s, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Inbound is one ingest request as the HTTP layer hands it over.
@@ -174,7 +168,7 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 	req := &storage.AcceptRequest{
 		Key:         storage.DedupeKey{Tenant: src.Tenant, Source: src.ID, EventID: eventID},
 		BodyHash:    sha256.Sum256(in.Body),
-		DedupeUntil: now.Add(cmpOrDur(a.DedupeTTL, DefaultDedupeTTL)),
+		DedupeUntil: now.Add(cmp.Or(a.DedupeTTL, DefaultDedupeTTL)),
 		Event:       ev,
 		Deliveries:  NewDeliveries(&ev, Subscribers(endpoints, src.Tenant, src.ID, typ), now),
 		Response:    storage.Response{Status: 202, Body: acceptedBody(ev.ID, eventID)},
@@ -214,10 +208,8 @@ func (a *Accepter) releaseClaimed(ctx context.Context, ds []storage.Delivery, no
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	for _, d := range ds {
-		if d.State == storage.StateDelivering {
-			_ = r.Release(ctx, []string{d.ID}, d.LeaseUntil, now)
-		}
+	for _, g := range storage.LeaseGroups(ds) {
+		_ = r.Release(ctx, g.IDs, g.Lease, now)
 	}
 }
 
@@ -241,13 +233,6 @@ func (a *Accepter) reserve(ds []storage.Delivery, now time.Time) []string {
 		}
 	}
 	return reserved
-}
-
-func cmpOrDur(a, b time.Duration) time.Duration {
-	if a > 0 {
-		return a
-	}
-	return b
 }
 
 // acceptedBody is the 202 answer: {"id":"evt_…","event_id":"…"}.

@@ -39,16 +39,6 @@ func IDTime(prefix, id string) (t time.Time, ok bool) {
 	return time.UnixMilli(int64(ms)).UTC(), true
 }
 
-// IDFloor returns the smallest ID with the given prefix created at t or
-// later: a bound for range scans over time-ordered IDs.
-func IDFloor(prefix string, t time.Time) string {
-	var b [16]byte
-	ms := uint64(t.UnixMilli())
-	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
-	return prefix + idEncoding.EncodeToString(b[:])
-}
-
 // IdempotencyKey is the outbound Idempotency-Key (and Standard Webhooks
 // webhook-id) of a logical event: a pure function of (tenant, source,
 // provider event ID), so every attempt, retry, replay and restart carries

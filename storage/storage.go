@@ -401,3 +401,32 @@ type ReplayJob struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// LeaseGroup is the claimed deliveries that share one lease: what one
+// Outbox.Release call takes.
+type LeaseGroup struct {
+	Lease time.Time
+	IDs   []string
+}
+
+// LeaseGroups groups the claimed (delivering) deliveries of ds by lease,
+// in order of first appearance, so that releasing them is one write per
+// lease instead of one per delivery.
+func LeaseGroups(ds []Delivery) []LeaseGroup {
+	var out []LeaseGroup
+	at := map[int64]int{}
+	for _, d := range ds {
+		if d.State != StateDelivering {
+			continue
+		}
+		k := d.LeaseUntil.UnixNano()
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, LeaseGroup{Lease: d.LeaseUntil})
+		}
+		out[i].IDs = append(out[i].IDs, d.ID)
+	}
+	return out
+}

@@ -62,9 +62,9 @@ func startProcess(ctx context.Context, bin string, args []string, healthURL, log
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Env = append(os.Environ(), "HOOKGATE_LOG_LEVEL=warn", "GOMAXPROCS="+os.Getenv("HOOKBENCH_GATEWAY_PROCS"))
-	if os.Getenv("HOOKBENCH_GATEWAY_PROCS") == "" {
-		cmd.Env = cmd.Env[:len(cmd.Env)-1]
+	cmd.Env = append(os.Environ(), "HOOKGATE_LOG_LEVEL=warn")
+	if procs := os.Getenv("HOOKBENCH_GATEWAY_PROCS"); procs != "" {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+procs) // pin the gateway's cores for experiments
 	}
 	if err := cmd.Start(); err != nil {
 		lf.Close()

@@ -28,7 +28,7 @@ func (db *DB) GetEndpoint(ctx context.Context, id string) (storage.Endpoint, err
 func (db *DB) ListEndpoints(ctx context.Context) ([]storage.Endpoint, error) {
 	var out []storage.Endpoint
 	err := db.view(func(txn *bdg.Txn) error {
-		return scanJSON(txn, prefixEndpoint, func() any {
+		return scanRecords(txn, prefixEndpoint, func() any {
 			out = append(out, storage.Endpoint{})
 			return &out[len(out)-1]
 		})
@@ -63,7 +63,7 @@ func (db *DB) GetSource(ctx context.Context, id string) (storage.Source, error) 
 func (db *DB) ListSources(ctx context.Context) ([]storage.Source, error) {
 	var out []storage.Source
 	err := db.view(func(txn *bdg.Txn) error {
-		return scanJSON(txn, prefixSource, func() any {
+		return scanRecords(txn, prefixSource, func() any {
 			out = append(out, storage.Source{})
 			return &out[len(out)-1]
 		})
@@ -88,8 +88,8 @@ func deleteExisting(txn *bdg.Txn, k []byte) error {
 	return txn.Delete(k)
 }
 
-// scanJSON decodes every value under prefix p into the value next returns.
-func scanJSON(txn *bdg.Txn, p []byte, next func() any) error {
+// scanRecords decodes every record under prefix p into the value next returns.
+func scanRecords(txn *bdg.Txn, p []byte, next func() any) error {
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {

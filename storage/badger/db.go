@@ -17,6 +17,7 @@
 package badger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,8 +103,8 @@ func Open(dir string, o Options) (*DB, error) {
 		WithSyncWrites(false). // the syncer syncs, once per group of batches
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{log}).
-		WithMemTableSize(cmpOr(o.MemTableSize, 32<<20)).
-		WithBlockCacheSize(cmpOr(o.BlockCacheSize, 64<<20)).
+		WithMemTableSize(cmp.Or(o.MemTableSize, 32<<20)).
+		WithBlockCacheSize(cmp.Or(o.BlockCacheSize, 64<<20)).
 		WithNumMemtables(3).
 		WithNumCompactors(2).
 		WithValueThreshold(64 << 10)
@@ -144,13 +145,6 @@ func Open(dir string, o Options) (*DB, error) {
 		log.Info("released deliveries claimed by an earlier process", "deliveries", n)
 	}
 	return db, nil
-}
-
-func cmpOr(v, d int64) int64 {
-	if v > 0 {
-		return v
-	}
-	return d
 }
 
 // Dir returns the directory the store lives in.

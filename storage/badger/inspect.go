@@ -36,7 +36,7 @@ func (db *DB) ListAttempts(ctx context.Context, dlv string) ([]storage.Attempt, 
 	var out []storage.Attempt
 	p := append(key(prefixAttempt, dlv), sep)
 	err := db.view(func(txn *bdg.Txn) error {
-		return scanJSON(txn, p, func() any {
+		return scanRecords(txn, p, func() any {
 			out = append(out, storage.Attempt{})
 			return &out[len(out)-1]
 		})

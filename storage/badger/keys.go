@@ -95,21 +95,15 @@ func parseQueueKey(p, k []byte) (time.Time, string, bool) {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(rest[:8]))), string(rest[9:]), true
 }
 
+// queueSeek is the first outbox key of endpoint due at or after the Unix
+// nanosecond from (a floor).
+func queueSeek(endpoint string, from int64) []byte {
+	return binary.BigEndian.AppendUint64(queuePrefix(endpoint), uint64(from))
+}
+
 // attemptKey is attempt n of a delivery.
 func attemptKey(dlv string, n int) []byte {
 	k := key(prefixAttempt, dlv)
 	k = append(k, sep)
 	return binary.BigEndian.AppendUint32(k, uint32(n))
-}
-
-// prefixEnd returns the smallest key greater than every key with prefix p.
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }

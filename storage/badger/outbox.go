@@ -100,9 +100,8 @@ func scanDue(txn *bdg.Txn, endpoint string, from int64, now time.Time, limit int
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, AllVersions: true})
 	defer it.Close()
 	rest = noneLeft
-	seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(from))
 	var last []byte
-	for it.Seek(seek); it.Valid(); it.Next() {
+	for it.Seek(queueSeek(endpoint, from)); it.Valid(); it.Next() {
 		item := it.Item()
 		k := item.Key()
 		if last != nil && bytes.Equal(k, last) {
@@ -153,8 +152,7 @@ func (db *DB) NextDue(ctx context.Context, endpoint string) (time.Time, bool, er
 		p := queuePrefix(endpoint)
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, AllVersions: true})
 		defer it.Close()
-		seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(db.floors.get(endpoint)))
-		for it.Seek(seek); it.Valid(); it.Next() {
+		for it.Seek(queueSeek(endpoint, db.floors.get(endpoint))); it.Valid(); it.Next() {
 			if due, _, ok = parseQueueKey(p, it.Item().Key()); ok {
 				return nil
 			}

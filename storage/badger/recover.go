@@ -2,7 +2,6 @@ package badger
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -35,8 +34,7 @@ func (db *DB) releaseStaleClaims(ctx context.Context, now time.Time) (int, error
 			p := queuePrefix(ep.ID)
 			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 			defer it.Close()
-			seek := binary.BigEndian.AppendUint64(append([]byte(nil), p...), uint64(dueNanos(now)))
-			for it.Seek(seek); it.Valid(); it.Next() {
+			for it.Seek(queueSeek(ep.ID, dueNanos(now))); it.Valid(); it.Next() {
 				due, id, ok := parseQueueKey(p, it.Item().Key())
 				if !ok {
 					continue
@@ -54,11 +52,11 @@ func (db *DB) releaseStaleClaims(ctx context.Context, now time.Time) (int, error
 		if err != nil {
 			return total, err
 		}
-		for _, d := range stale {
-			if err := db.Release(ctx, []string{d.ID}, d.LeaseUntil, now); err != nil {
-				return total, fmt.Errorf("release stale claim %s: %w", d.ID, err)
+		for _, g := range storage.LeaseGroups(stale) {
+			if err := db.Release(ctx, g.IDs, g.Lease, now); err != nil {
+				return total, fmt.Errorf("release stale claims of %s: %w", ep.ID, err)
 			}
-			total++
+			total += len(g.IDs)
 		}
 	}
 	return total, nil

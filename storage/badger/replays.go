@@ -25,7 +25,7 @@ func (db *DB) GetReplay(ctx context.Context, id string) (storage.ReplayJob, erro
 func (db *DB) ListReplays(ctx context.Context, state storage.ReplayState) ([]storage.ReplayJob, error) {
 	var all []storage.ReplayJob
 	err := db.view(func(txn *bdg.Txn) error {
-		return scanJSON(txn, prefixReplay, func() any {
+		return scanRecords(txn, prefixReplay, func() any {
 			all = append(all, storage.ReplayJob{})
 			return &all[len(all)-1]
 		})
