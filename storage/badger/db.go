@@ -112,6 +112,9 @@ func Open(dir string, o Options) (*DB, error) {
 	// memory: with tables growing per level (the default) a large backlog
 	// took gigabytes. Equal-sized tables keep that bounded.
 	opts.TableSizeMultiplier = 1
+	if err := removeEmptyMemtableLogs(dir); err != nil {
+		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
+	}
 	bdb, err := bdg.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
