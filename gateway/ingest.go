@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"errors"
-	"net/http"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -98,18 +98,37 @@ func (g *Gateway) ingestError(c *fiber.Ctx, source string, err error) error {
 }
 
 // requestHeaders copies the request headers worth keeping with the event.
+// fasthttp has already put the names in canonical form. Every kept name and
+// value is copied into one string that the map's entries slice: one copy per
+// request instead of two allocations per header (it was the ingest path's
+// biggest allocator).
 func requestHeaders(c *fiber.Ctx) map[string]string {
-	h := make(map[string]string, 16)
-	c.Request().Header.VisitAll(func(k, v []byte) {
-		name := http.CanonicalHeaderKey(string(k))
-		if unstoredHeaders[name] {
+	hdr := &c.Request().Header
+	size := 0
+	hdr.VisitAll(func(k, v []byte) { size += len(k) + len(v) })
+	var b strings.Builder
+	b.Grow(size)
+	var ends [24][2]int // where each kept name and value ends in b
+	spans := ends[:0]
+	hdr.VisitAll(func(k, v []byte) {
+		if unstoredHeaders[string(k)] {
 			return
 		}
-		if old, ok := h[name]; ok {
-			h[name] = old + ", " + string(v)
-			return
-		}
-		h[name] = string(v) // a copy: v aliases fasthttp's buffer
+		b.Write(k)
+		n := b.Len()
+		b.Write(v)
+		spans = append(spans, [2]int{n, b.Len()})
 	})
+	all := b.String()
+	h := make(map[string]string, len(spans))
+	start := 0
+	for _, sp := range spans {
+		name, value := all[start:sp[0]], all[sp[0]:sp[1]]
+		if old, ok := h[name]; ok {
+			value = old + ", " + value
+		}
+		h[name] = value
+		start = sp[1]
+	}
 	return h
 }

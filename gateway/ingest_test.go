@@ -247,3 +247,30 @@ func TestIngestFanOut(t *testing.T) {
 		t.Fatalf("fan-out %v", got)
 	}
 }
+
+// Stored headers are in canonical form whatever case the provider sent,
+// a repeated header keeps every value, and credentials are never stored.
+func TestIngestStoresHeaders(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := `{"id":"hdr-1","type":"t"}`
+	req := "POST /ingest/open HTTP/1.1\r\nHost: gw\r\ncontent-type: application/json\r\nx-custom-NAME: one\r\n" +
+		"X-Repeated: a\r\nx-repeated: b\r\ncookie: session=secret\r\nAUTHORIZATION: Bearer secret\r\n" +
+		"proxy-authorization: Basic c2VjcmV0\r\nContent-Length: " + fmt.Sprint(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	st, _, b := rawRequest(t, g.PublicAddr(), req)
+	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	ev, err := g.Store().GetEvent(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"X-Custom-Name": "one", "X-Repeated": "a, b", "Content-Type": "application/json"}
+	for k, v := range want {
+		if ev.Headers[k] != v {
+			t.Errorf("header %s = %q, want %q (all: %v)", k, ev.Headers[k], v, ev.Headers)
+		}
+	}
+	for k, v := range ev.Headers {
+		if strings.Contains(v, "secret") || strings.Contains(v, "c2VjcmV0") {
+			t.Errorf("credential stored: %s: %s", k, v)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func FuzzParseExpr(f *testing.F) {
@@ -61,6 +63,7 @@ func FuzzJSONPointer(f *testing.F) {
 		`{"dup":1,"dup":"two","s":"\u00e9\ud83d\ude00\ud800\"\\\/\b\f\n\r\t"}`,
 		"{\"bad\xffutf8\":\"v\xfe\"}",
 		`{"id":"x"} trailing`, `{"id":`, `"top"`, `12`, ``,
+		"\"\x13\"", `01`, `-0.0e-0`, `1.`, `[1,]`, `{"a":1,}`, `"\x"`, `"\u12"`, `nul`, "\t\r\n{}\f",
 	} {
 		for _, ptr := range []string{"", "/", "/id", "/type", "/event/type", "/a~1b/m~0n", "/~01", "/1/1/b", "/0", "/dup", "/s", "/bad\ufffdutf8", "/-", "/01"} {
 			f.Add([]byte(body), ptr)
@@ -70,6 +73,9 @@ func FuzzJSONPointer(f *testing.F) {
 		toks, err := parsePointer(ptr)
 		if err != nil {
 			return
+		}
+		if gjson.ValidBytes(body) != json.Valid(body) {
+			t.Fatalf("body %q: gjson says valid %v, encoding/json %v", body, gjson.ValidBytes(body), json.Valid(body))
 		}
 		r := &Request{Body: body}
 		got, gotOK := r.jsonValue(toks)

@@ -49,7 +49,7 @@ func unescapeToken(t string) (string, error) {
 
 // The pointer walk below reads the body in place instead of decoding it: on the ingest hot path a
 // decode into map[string]any costs tens of allocations per request, while the walk allocates only
-// the returned string. It relies on the document being valid JSON (json.Valid, checked once per
+// the returned string. It relies on the document being valid JSON (checked once per
 // Request), so it only has to find boundaries, never to report syntax errors; every index is still
 // bounds-checked so that a caller's mistake cannot turn into a panic.
 

@@ -68,6 +68,7 @@ type DB struct {
 	floors *floors
 	recent *recentKeys
 	dir    string
+	space  spaceReading // the writer's last free-space reading
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
