@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,13 @@ type metrics struct {
 	deliveredTotal *prometheus.CounterVec
 	e2eLatency     prometheus.Histogram
 	inFlight       *prometheus.GaugeVec
+
+	// ingestCounters caches ingestTotal's children by ingestLabels: the
+	// vector's own lookup hashes the label values on every request.
+	ingestCounters sync.Map
 }
+
+type ingestLabels struct{ source, outcome string }
 
 func newMetrics(store storage.Store) *metrics {
 	m := &metrics{
@@ -60,7 +67,12 @@ func newMetrics(store storage.Store) *metrics {
 }
 
 func (m *metrics) ingest(source, outcome string) {
-	m.ingestTotal.WithLabelValues(source, outcome).Inc()
+	k := ingestLabels{source, outcome}
+	c, ok := m.ingestCounters.Load(k)
+	if !ok {
+		c, _ = m.ingestCounters.LoadOrStore(k, m.ingestTotal.WithLabelValues(source, outcome))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // outboxCollector reports the outbox gauges at scrape time from the store,

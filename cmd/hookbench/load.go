@@ -149,17 +149,12 @@ func drive(ctx context.Context, s loadSpec) loadResult {
 	return res
 }
 
-// newRequest makes a signed-once event: its body carries the send time
-// (for ingest-to-delivery latency) and padding up to size bytes.
+// newRequest makes a signed-once event: a realistic body (eventBody) of
+// about size bytes that carries its send time, for ingest-to-delivery
+// latency.
 func newRequest(id string, size int) request {
 	now := time.Now()
-	head := fmt.Sprintf(`{"id":%q,"type":"bench.event","sent":%d,"pad":"`, id, now.UnixNano())
-	pad := size - len(head) - 2
-	if pad < 0 {
-		pad = 0
-	}
-	body := []byte(head + strings.Repeat("x", pad) + `"}`)
-	return request{id: id, ts: strconv.FormatInt(now.Unix(), 10), body: body}
+	return request{id: id, ts: strconv.FormatInt(now.Unix(), 10), body: eventBody(id, now.UnixNano(), size)}
 }
 
 var benchKey = func() []byte {

@@ -6,6 +6,7 @@
 //
 //	go run ./cmd/hookbench -scenario steady -clients 64 -duration 10s
 //	go run ./cmd/hookbench -scenario all -json
+//	go run ./cmd/hookbench -scenario ingest -rounds 5
 package main
 
 import (
@@ -35,6 +36,7 @@ type options struct {
 	ceiling   bool
 	keep      bool
 	inFlight  int
+	rounds    int
 }
 
 func main() {
@@ -52,6 +54,7 @@ func main() {
 	flag.BoolVar(&o.ceiling, "ceiling", true, "also measure a bare Fiber handler answering 202")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary data directory")
 	flag.IntVar(&o.inFlight, "max-in-flight", 128, "max_in_flight of each bench endpoint")
+	flag.IntVar(&o.rounds, "rounds", 1, "repeat the ceiling and the scenarios this many times, alternating, and print the medians (a shared machine's speed drifts between runs)")
 	serveBare := flag.String("serve-bare", "", "internal: serve a bare Fiber 202 handler on this address")
 	flag.Parse()
 	if *serveBare != "" {
@@ -75,9 +78,12 @@ func main() {
 		return
 	}
 	printTable(os.Stdout, results)
+	if o.rounds > 1 {
+		printMedians(os.Stdout, results)
+	}
 }
 
-// run executes the chosen scenarios.
+// run executes the chosen scenarios, o.rounds times.
 func run(ctx context.Context, o options) ([]Result, error) {
 	if o.target != "" {
 		r, err := ingestOnly(ctx, o)
@@ -88,6 +94,28 @@ func run(ctx context.Context, o options) ([]Result, error) {
 		return nil, err
 	}
 	defer cleanup()
+	var out []Result
+	for round := 1; round <= max(1, o.rounds); round++ {
+		if o.rounds > 1 {
+			progress("== round %d of %d", round, o.rounds)
+		}
+		rs, err := runRound(ctx, o, bin)
+		for i := range rs {
+			if o.rounds > 1 {
+				rs[i].Round = round
+			}
+		}
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// runRound measures the ceiling (unless turned off), then each scenario,
+// each against that ceiling.
+func runRound(ctx context.Context, o options, bin string) ([]Result, error) {
 	var ceiling *Result
 	if o.ceiling {
 		c, err := measureCeiling(ctx, o)
@@ -107,7 +135,7 @@ func run(ctx context.Context, o options) ([]Result, error) {
 	for _, name := range names {
 		fn, ok := scenarios[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown scenario %q (want %s)", name, strings.Join(scenarioNames(), ", "))
+			return out, fmt.Errorf("unknown scenario %q (want %s)", name, strings.Join(scenarioNames(), ", "))
 		}
 		progress("== scenario %s", name)
 		r, err := fn(ctx, o, bin)

@@ -42,8 +42,12 @@ func printTable(w io.Writer, rs []Result) {
 		if r.CeilingRatio > 0 {
 			ratio = fmt.Sprintf("%.0f%%", 100*r.CeilingRatio)
 		}
+		name := r.Scenario
+		if r.Round > 0 {
+			name = fmt.Sprintf("#%d %s", r.Round, name)
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t\n",
-			r.Scenario, r.Clients, r.Acked, r.IngestRPS, ratio, r.AckP50ms, r.AckP99ms, r.AckMaxms,
+			name, r.Clients, r.Acked, r.IngestRPS, ratio, r.AckP50ms, r.AckP99ms, r.AckMaxms,
 			r.Deliveries, r.DeliveryRPS, r.E2EP50ms, r.E2EP99ms, r.Duplicates, r.PeakRSSMiB)
 	}
 	tw.Flush()
@@ -59,4 +63,39 @@ func printTable(w io.Writer, rs []Result) {
 			fmt.Fprintf(w, "%s: %s\n", r.Scenario, r.Notes)
 		}
 	}
+}
+
+// printMedians summarises repeated rounds: per scenario, the median and
+// range of its rate against the ceiling of the same round, and of its ack
+// p99.
+func printMedians(w io.Writer, rs []Result) {
+	var order []string
+	ratio, p99 := map[string][]float64{}, map[string][]float64{}
+	for _, r := range rs {
+		if _, seen := p99[r.Scenario]; !seen {
+			order = append(order, r.Scenario)
+		}
+		p99[r.Scenario] = append(p99[r.Scenario], r.AckP99ms)
+		if r.CeilingRatio > 0 {
+			ratio[r.Scenario] = append(ratio[r.Scenario], 100*r.CeilingRatio)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, name := range order {
+		line := fmt.Sprintf("%s over %d rounds:", name, len(p99[name]))
+		if v := ratio[name]; len(v) > 0 {
+			m, lo, hi := spread(v)
+			line += fmt.Sprintf(" vs ceiling median %.0f%% (%.0f-%.0f%%),", m, lo, hi)
+		}
+		m, lo, hi := spread(p99[name])
+		fmt.Fprintf(w, "%s ack p99 median %.1f ms (%.1f-%.1f)\n", line, m, lo, hi)
+	}
+}
+
+// spread returns the median (the lower middle one of an even count),
+// minimum and maximum of v.
+func spread(v []float64) (median, lo, hi float64) {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2], s[0], s[len(s)-1]
 }

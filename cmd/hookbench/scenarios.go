@@ -13,6 +13,7 @@ import (
 // Result is one scenario's figures.
 type Result struct {
 	Scenario     string  `json:"scenario"`
+	Round        int     `json:"round,omitempty"`
 	Clients      int     `json:"clients"`
 	Requests     int64   `json:"requests"`
 	Acked        int64   `json:"acked"`

@@ -2,47 +2,41 @@ package badger
 
 import (
 	"hash/maphash"
-	"sync"
+	"sync/atomic"
 )
 
 // recentKeys remembers the dedupe keys this process wrote or found
 // recently, so that Accept reads the store before queueing a write only
 // when the event may be a retry. Most first requests then skip that read
-// (it was ~5% of the gateway's CPU under load); a retry the set does not
-// know (after a restart, or older than two generations) is still answered
+// (it was ~5% of the gateway's CPU under load); a retry the table has
+// forgotten (after a restart, or evicted by a later key) is still answered
 // correctly by the writer, which checks every key again, just without the
-// read-only shortcut. Two generations of hashes bound the memory.
+// read-only shortcut.
+//
+// The table is direct-mapped and lock-free: a key's 64-bit hash sits in
+// the slot its low bits pick, replacing whatever was there. A hit is a
+// matching hash (a different key with the same 64-bit hash would only
+// cost a needless read). With recentSlots slots a key is still known
+// after about as many later keys (minutes at full ingest speed).
 type recentKeys struct {
-	seed maphash.Seed
-	mu   sync.Mutex
-	cur  map[uint64]struct{}
-	prev map[uint64]struct{}
+	seed  maphash.Seed
+	slots []atomic.Uint64
 }
 
-// recentGeneration is how many keys one generation holds (two are kept).
-const recentGeneration = 1 << 18
+// recentSlots is the table size, a power of two (8 MiB of hashes).
+const recentSlots = 1 << 20
 
 func newRecentKeys() *recentKeys {
-	return &recentKeys{seed: maphash.MakeSeed(), cur: make(map[uint64]struct{}), prev: map[uint64]struct{}{}}
+	return &recentKeys{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, recentSlots)}
 }
 
-func (r *recentKeys) hash(k []byte) uint64 { return maphash.Bytes(r.seed, k) }
+// hash returns k's hash; never 0, which marks an empty slot.
+func (r *recentKeys) hash(k []byte) uint64 { return maphash.Bytes(r.seed, k) | 1 }
 
-// mayContain reports whether k was added in the current or previous
-// generation (hash collisions make it say yes at worst).
+// mayContain reports whether the key hashing to h was added and not yet
+// replaced.
 func (r *recentKeys) mayContain(h uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, a := r.cur[h]
-	_, b := r.prev[h]
-	return a || b
+	return r.slots[h&(recentSlots-1)].Load() == h
 }
 
-func (r *recentKeys) add(h uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.cur) >= recentGeneration {
-		r.prev, r.cur = r.cur, make(map[uint64]struct{}, recentGeneration)
-	}
-	r.cur[h] = struct{}{}
-}
+func (r *recentKeys) add(h uint64) { r.slots[h&(recentSlots-1)].Store(h) }

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestPrintMedians(t *testing.T) {
+	var rs []Result
+	for i, c := range []struct{ ratio, p99 float64 }{{0.40, 30}, {0.55, 20}, {0.50, 22}} {
+		rs = append(rs, Result{Scenario: "ceiling (bare Fiber 202)", Round: i + 1, AckP99ms: 10},
+			Result{Scenario: "ingest", Round: i + 1, CeilingRatio: c.ratio, AckP99ms: c.p99})
+	}
+	var b strings.Builder
+	printMedians(&b, rs)
+	want := "ingest over 3 rounds: vs ceiling median 50% (40-55%), ack p99 median 22.0 ms (20.0-30.0)"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("got\n%s\nwant a line %q", b.String(), want)
+	}
+}
+
+func TestEventBody(t *testing.T) {
+	for _, size := range []int{1024, 4096} {
+		b := eventBody("bench-7", 1764439200123456789, size)
+		if !json.Valid(b) {
+			t.Errorf("size %d: not JSON: %s", size, b)
+		}
+		if len(b) < size-8 || len(b) > size+8 {
+			t.Errorf("size %d: body is %d bytes", size, len(b))
+		}
+		if !strings.Contains(string(b), `"sent":1764439200123456789`) || !strings.Contains(string(b), `"id":"bench-7"`) {
+			t.Errorf("body lacks its id or send time: %s", b)
+		}
+	}
+	if a, b := eventBody("x", 1, 1024), eventBody("x", 2, 1024); string(a) == string(b) {
+		t.Error("two events have the same body")
+	}
+}
