@@ -15,8 +15,11 @@ func summarize(name string, o options, lr loadResult) Result {
 	}
 	r.AckP50ms, r.AckP99ms, r.AckMaxms = ms(pct(lr.Latencies, 50)), ms(pct(lr.Latencies, 99)), ms(pct(lr.Latencies, 100))
 	r.FirstP50ms, r.ReplayP50ms = ms(pct(lr.FirstLat, 50)), ms(pct(lr.ReplayLat, 50))
-	if bad := lr.Requests - lr.OK - lr.Errors; bad > 0 {
-		r.Notes = fmt.Sprintf("non-2xx answers: %v", lr.Status)
+	for st := range lr.Status {
+		if st < 200 || st > 299 {
+			r.Notes = fmt.Sprintf("answers by status: %v", lr.Status)
+			break
+		}
 	}
 	return r
 }
