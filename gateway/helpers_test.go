@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -63,6 +64,7 @@ type gwOptions struct {
 	ttl       string
 	extra     string
 	wrapStore func(storage.Store) storage.Store
+	grace     time.Duration // shutdown grace period (default 5s)
 }
 
 // startGateway runs a gateway on loopback ports with a Badger store in a
@@ -80,7 +82,7 @@ func startGateway(t *testing.T, o gwOptions) *gw {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: 5 * time.Second}
+	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: cmp.Or(o.grace, 5*time.Second)}
 	if o.wrapStore != nil {
 		g0, err := openStore(cfg, opts.Logger)
 		if err != nil {

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"hookgate/storage"
 )
@@ -80,5 +85,45 @@ func TestShutdownUnderLoad(t *testing.T) {
 	evs, _, _ := g2.Store().ListEvents(context.Background(), storage.EventFilter{Limit: 1000})
 	if len(acked) < 80 || len(evs) < len(acked) {
 		t.Fatalf("%d acknowledged, %d stored", len(acked), len(evs))
+	}
+}
+
+// TestShutdownGraceBoundsSlowClients: a client that sent half a request
+// and stalls (or any connection still busy) cannot hold a shutdown past
+// its grace period, and reaching the end of the grace is no failure
+// (SPEC section 1: bounded by a grace period, then exit 0). The stalled
+// connections are closed, not left to their read timeout.
+func TestShutdownGraceBoundsSlowClients(t *testing.T) {
+	g := startGateway(t, gwOptions{grace: 300 * time.Millisecond})
+	var conns []net.Conn
+	for _, partial := range []string{
+		"POST /ingest/open HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":",
+		"POST /ingest/open HTTP/1.1\r\nHost: gw\r\nX-Half-A-Head",
+	} {
+		c, err := net.Dial("tcp", g.PublicAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, partial); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Both requests are being read before the shutdown begins.
+	waitFor(t, 5*time.Second, "the server to read the partial requests", func() bool {
+		return g.public.Server().GetOpenConnectionsCount() == 2
+	})
+	if err := g.Shutdown(); err != nil {
+		t.Fatalf("shutdown past its grace period: %v", err)
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("stalled connection %d not closed by the shutdown: %v", i, err)
+		}
+	}
+	if !strings.Contains(g.logs.String(), "grace period over") {
+		t.Fatalf("no warning about the connections closed at the end of the grace period:\n%s", g.logs.String())
 	}
 }
