@@ -46,7 +46,7 @@ const (
 // every one of them.
 var storeWrites = []string{
 	"Accept", "Claim", "Complete", "Release", "Enqueue", "Retry", "CancelEndpoint",
-	"PutEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
+	"PutEndpoint", "UpdateEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
 	"ClaimKey", "FinishKey", "AbandonKey", "PutReplay", "Purge", "Ping",
 }
 
@@ -141,6 +141,11 @@ func (f *faultyStore) CancelEndpoint(ctx context.Context, ep string) (n int, err
 
 func (f *faultyStore) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 	return f.run("PutEndpoint", func() error { return f.Store.PutEndpoint(ctx, ep) })
+}
+
+func (f *faultyStore) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (ep storage.Endpoint, err error) {
+	err = f.run("UpdateEndpoint", func() (e error) { ep, e = f.Store.UpdateEndpoint(ctx, id, fn); return e })
+	return ep, err
 }
 
 func (f *faultyStore) DeleteEndpoint(ctx context.Context, id string) error {

@@ -44,10 +44,10 @@ type Queue interface {
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 }
 
-// EndpointWriter persists an endpoint: the dispatcher disables one that
-// answers 410 Gone.
+// EndpointWriter changes a stored endpoint: the dispatcher disables one
+// that answers 410 Gone (storage.Catalog.UpdateEndpoint).
 type EndpointWriter interface {
-	PutEndpoint(ctx context.Context, ep *storage.Endpoint) error
+	UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (storage.Endpoint, error)
 }
 
 // Store is everything the dispatcher needs from storage.
@@ -364,17 +364,32 @@ func (d *Dispatcher) leaseFor(ep *storage.Endpoint) time.Duration {
 	return max(d.cfg.Lease, cmp.Or(ep.Timeout, d.cfg.DefaultTimeout)+leaseMargin)
 }
 
+// errAlreadyDisabled stops an update of an endpoint already disabled.
+var errAlreadyDisabled = errors.New("endpoint already disabled")
+
 // disable persists an endpoint as disabled after it answered 410 Gone.
-// The loop stops claiming at once; the store write follows.
+// The loop stops claiming at once; the store write follows. Only the
+// disabled fields change, on the endpoint as stored: an operator's change
+// that the loop has not heard of yet (a rotated secret) is kept.
 func (d *Dispatcher) disable(l *endpointLoop, reason string) {
-	ep, changed := l.markDisabled(reason, d.cfg.Now())
-	if !changed {
+	now := d.cfg.Now()
+	if !l.markDisabled(reason, now) {
 		return
 	}
 	ctx, cancel := d.writeContext()
 	defer cancel()
-	if err := d.cfg.Store.PutEndpoint(ctx, &ep); err != nil {
-		d.log.Error("persist disabled endpoint", "endpoint", ep.ID, "err", err)
+	ep, err := d.cfg.Store.UpdateEndpoint(ctx, l.id, func(ep *storage.Endpoint) error {
+		if ep.Disabled {
+			return errAlreadyDisabled
+		}
+		ep.Disabled, ep.DisabledReason, ep.UpdatedAt = true, reason, now
+		return nil
+	})
+	switch {
+	case errors.Is(err, errAlreadyDisabled), errors.Is(err, storage.ErrNotFound):
+		return // disabled or deleted meanwhile: nothing to persist
+	case err != nil:
+		d.log.Error("persist disabled endpoint", "endpoint", l.id, "err", err)
 		return
 	}
 	d.log.Warn("endpoint disabled", "endpoint", ep.ID, "reason", reason)

@@ -132,6 +132,46 @@ func TestGoneFailsTheDeliveryAndDisablesTheEndpoint(t *testing.T) {
 	}
 }
 
+// A 410 disables the endpoint as it is stored, not as the dispatcher last
+// saw it: a change an operator made in the meantime (a rotated secret, a
+// new timeout) survives the disable.
+func TestGoneKeepsChangesMadeMeanwhile(t *testing.T) {
+	db, _ := openDB(t)
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusGone) })
+	ep := testEndpoint(t, db, "gone", rc.URL)
+	disabled := make(chan storage.Endpoint, 1)
+	d := startDispatcher(t, db, Config{OnDisable: func(ep storage.Endpoint) { disabled <- ep }}, ep)
+	// The operator's change reaches the store before the dispatcher hears
+	// of it (the gateway tells it right after its write).
+	changed := ep
+	changed.Secrets = []storage.Secret{{Value: NewSecret()}}
+	changed.Timeout = 7 * time.Second
+	if err := db.PutEndpoint(context.Background(), &changed); err != nil {
+		t.Fatal(err)
+	}
+	accept(t, db, event{}, ep)
+	d.Notify(ep.ID)
+	var got storage.Endpoint
+	select {
+	case got = <-disabled:
+	case <-time.After(wait):
+		t.Fatal("OnDisable was not called")
+	}
+	stored, err := db.GetEndpoint(context.Background(), ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Disabled || stored.DisabledReason == "" {
+		t.Fatalf("stored endpoint %+v: want disabled with a reason", stored)
+	}
+	if stored.Secrets[0].Value != changed.Secrets[0].Value || stored.Timeout != changed.Timeout {
+		t.Fatalf("the disable wrote back the endpoint as the dispatcher saw it (timeout %v, secret changed: %v), want the operator's", stored.Timeout, stored.Secrets[0].Value == changed.Secrets[0].Value)
+	}
+	if got.Secrets[0].Value != changed.Secrets[0].Value || !got.Disabled {
+		t.Fatalf("OnDisable got an endpoint (disabled %v) other than the stored one", got.Disabled)
+	}
+}
+
 func TestServerErrorIsRetriedWithBackoffThenSucceeds(t *testing.T) {
 	db, _ := openDB(t)
 	rc := newReceiver(t, status(http.StatusInternalServerError, 2))

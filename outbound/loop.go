@@ -267,18 +267,18 @@ func (l *endpointLoop) record(ok, probe bool, now time.Time) {
 	}
 }
 
-// markDisabled disables the endpoint in memory; changed is false when it
-// already was. It returns the endpoint to persist.
-func (l *endpointLoop) markDisabled(reason string, now time.Time) (storage.Endpoint, bool) {
+// markDisabled disables the endpoint in memory, so the loop stops
+// claiming; it reports false when it already was.
+func (l *endpointLoop) markDisabled(reason string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ep.Disabled {
-		return l.ep, false
+		return false
 	}
 	l.ep.Disabled = true
 	l.ep.DisabledReason = reason
 	l.ep.UpdatedAt = now
-	return l.ep, true
+	return true
 }
 
 // complete writes an attempt and the state it leads to in one store write.

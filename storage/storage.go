@@ -91,6 +91,13 @@ type Outbox interface {
 // Catalog keeps endpoints and sources.
 type Catalog interface {
 	PutEndpoint(ctx context.Context, ep *Endpoint) error
+	// UpdateEndpoint changes a stored endpoint in one atomic step: it reads
+	// the endpoint, applies fn to it and stores the result, with no other
+	// write of that endpoint in between, and returns what was stored. An
+	// error from fn aborts the update and is returned as is (nothing is
+	// written); ErrNotFound when there is no such endpoint. fn may be
+	// called more than once, so it must only change the endpoint.
+	UpdateEndpoint(ctx context.Context, id string, fn func(*Endpoint) error) (Endpoint, error)
 	GetEndpoint(ctx context.Context, id string) (Endpoint, error)
 	ListEndpoints(ctx context.Context) ([]Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) error

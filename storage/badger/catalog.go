@@ -17,6 +17,27 @@ func (db *DB) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 	})
 }
 
+// UpdateEndpoint reads, changes and writes an endpoint in one operation
+// of the single writer, so no other write of it can come in between.
+func (db *DB) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (storage.Endpoint, error) {
+	var out storage.Endpoint
+	err := db.update(ctx, 2048, func(txn *bdg.Txn) error {
+		var ep storage.Endpoint
+		if err := getRecord(txn, endpointKey(id), &ep); err != nil {
+			return err
+		}
+		if err := fn(&ep); err != nil {
+			return err
+		}
+		if err := putRecord(txn, endpointKey(id), &ep); err != nil {
+			return err
+		}
+		out = ep
+		return nil
+	})
+	return out, err
+}
+
 // GetEndpoint reads one endpoint.
 func (db *DB) GetEndpoint(ctx context.Context, id string) (storage.Endpoint, error) {
 	var ep storage.Endpoint

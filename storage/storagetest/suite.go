@@ -42,6 +42,7 @@ func Run(t *testing.T, o Opener) {
 		"ListEventsPaging":         testListEventsPaging,
 		"ListDeliveriesFilters":    testListDeliveriesFilters,
 		"Catalog":                  testCatalog,
+		"UpdateEndpoint":           testUpdateEndpoint,
 		"IdempotencyKeys":          testIdempotencyKeys,
 		"IdempotencyConcurrent":    testIdempotencyConcurrent,
 		"Replays":                  testReplays,
@@ -580,6 +581,49 @@ func testCatalog(t *testing.T, o Opener) {
 	}
 	if err := s.DeleteSource(ctx, "nope"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("delete missing source: %v", err)
+	}
+}
+
+// UpdateEndpoint is a read-modify-write without lost updates: concurrent
+// updates of different fields all land, an error from the change writes
+// nothing, and a missing endpoint is ErrNotFound.
+func testUpdateEndpoint(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	ep := storage.Endpoint{ID: "ep", Tenant: "acme", URL: "https://example.com/h", MaxInFlight: 1, CreatedAt: now, UpdatedAt: now}
+	ok(s.PutEndpoint(ctx, &ep))
+	const n = 32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := s.UpdateEndpoint(ctx, "ep", func(ep *storage.Endpoint) error {
+				if i == 0 {
+					ep.Disabled, ep.DisabledReason = true, "gone"
+				}
+				ep.MaxInFlight++
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got := must(s.GetEndpoint(ctx, "ep"))
+	if got.MaxInFlight != 1+n || !got.Disabled || got.DisabledReason != "gone" || got.URL != ep.URL {
+		t.Fatalf("after %d concurrent updates: %+v; want max_in_flight %d, disabled, URL kept", n, got, 1+n)
+	}
+	errStop := errors.New("no change")
+	if _, err := s.UpdateEndpoint(ctx, "ep", func(ep *storage.Endpoint) error {
+		ep.URL = "https://changed.example/"
+		return errStop
+	}); !errors.Is(err, errStop) {
+		t.Fatalf("update whose change failed: %v, want its error", err)
+	}
+	if got := must(s.GetEndpoint(ctx, "ep")); got.URL != ep.URL {
+		t.Fatalf("an aborted update wrote %q", got.URL)
+	}
+	if _, err := s.UpdateEndpoint(ctx, "nope", func(*storage.Endpoint) error { return nil }); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("update of a missing endpoint: %v", err)
 	}
 }
 
