@@ -220,14 +220,20 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 		return unprocessable("tenant", "cannot be changed")
 	}
 	now := a.now()
-	if err := in.apply(&ep, now); err != nil {
+	change := func(ep *storage.Endpoint) error {
+		if err := in.apply(ep, now); err != nil {
+			return err
+		}
+		ep.UpdatedAt = now
+		return nil
+	}
+	if err := change(&ep); err != nil {
 		return err
 	}
-	ep.UpdatedAt = now
 	if err := a.validateEndpoint(c, &ep); err != nil {
 		return err
 	}
-	return a.saveEndpoint(c, &ep, fiber.StatusOK)
+	return a.updateEndpoint(c, ep.ID, change)
 }
 
 // deleteEndpoint is DELETE /endpoints/{id}: the endpoint goes, and so do
@@ -289,9 +295,11 @@ func (a *adminAPI) rotateEndpointSecret(c *fiber.Ctx) error {
 		return err
 	}
 	now := a.now()
-	ep.Secrets = rotateSecrets(ep.Secrets, secret, now, grace)
-	ep.UpdatedAt = now
-	return a.saveEndpoint(c, &ep, fiber.StatusOK)
+	return a.updateEndpoint(c, ep.ID, func(ep *storage.Endpoint) error {
+		ep.Secrets = rotateSecrets(ep.Secrets, secret, now, grace)
+		ep.UpdatedAt = now
+		return nil
+	})
 }
 
 // rotateSecrets puts secret first and lets the others sign until
@@ -311,14 +319,24 @@ func rotateSecrets(old []storage.Secret, secret string, now time.Time, grace tim
 	return out
 }
 
-func (a *adminAPI) saveEndpoint(c *fiber.Ctx, ep *storage.Endpoint, status int) error {
+// updateEndpoint applies change to the endpoint as stored at the time of
+// the write, not as it was read: the dispatcher may have disabled it since
+// (410 Gone), and that must not be undone by an unrelated change. change
+// was already applied to the read copy and validated; on the stored one it
+// differs at most in the fields the dispatcher sets.
+func (a *adminAPI) updateEndpoint(c *fiber.Ctx, id string, change func(*storage.Endpoint) error) error {
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.PutEndpoint(ctx, ep); err != nil {
+	ep, err := a.g.store.UpdateEndpoint(ctx, id, change)
+	var apiErr *apiError
+	if errors.As(err, &apiErr) {
+		return err
+	}
+	if err != nil {
 		return a.storeError(err, "endpoint")
 	}
 	a.g.reloadRegistry()
-	return c.Status(status).JSON(newEndpointView(ep))
+	return c.Status(fiber.StatusOK).JSON(newEndpointView(&ep))
 }
 
 // apply writes the fields present in b onto ep; it checks what it parses

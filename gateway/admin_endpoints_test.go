@@ -2,16 +2,20 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"hookgate/storage"
 )
 
 func TestAdminEndpointsCRUD(t *testing.T) {
@@ -272,5 +276,53 @@ func verifySW(t *testing.T, secret string, body []byte, h http.Header) {
 	}
 	if err := wh.Verify(body, h); err != nil {
 		t.Fatalf("the delivery does not verify with a live secret: %v", err)
+	}
+}
+
+// disablingStore disables endpoint "ep" in the store (as the dispatcher
+// does after a 410) right after the next read of it: the moment between
+// an admin change reading the endpoint and writing it back.
+type disablingStore struct {
+	storage.Store
+	armed atomic.Bool
+}
+
+func (s *disablingStore) GetEndpoint(ctx context.Context, id string) (storage.Endpoint, error) {
+	ep, err := s.Store.GetEndpoint(ctx, id)
+	if err == nil && id == "ep" && s.armed.CompareAndSwap(true, false) {
+		_, err = s.Store.UpdateEndpoint(ctx, id, func(ep *storage.Endpoint) error {
+			ep.Disabled, ep.DisabledReason = true, "endpoint answered 410 Gone"
+			return nil
+		})
+	}
+	return ep, err
+}
+
+// An admin change does not undo a disable that happened while it ran: the
+// change is applied to the endpoint as stored, not as read.
+func TestAdminEndpointChangeKeepsConcurrentDisable(t *testing.T) {
+	rcv := newReceiver(t)
+	var ds *disablingStore
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")),
+		wrapStore: func(s storage.Store) storage.Store { ds = &disablingStore{Store: s}; return ds },
+	})
+	for _, c := range []struct {
+		method, path string
+		body         jsonMap
+	}{
+		{"PATCH", "/endpoints/ep", jsonMap{"timeout": "3s"}},
+		{"POST", "/endpoints/ep/rotate-secret", nil},
+	} {
+		ds.armed.Store(true)
+		ep := must[endpointView](t, 200)(g.api(c.method, c.path, acmeToken, c.body))
+		if !ep.Disabled || ep.DisabledReason != "endpoint answered 410 Gone" {
+			t.Fatalf("%s %s re-enabled an endpoint disabled meanwhile: disabled %v, reason %q", c.method, c.path, ep.Disabled, ep.DisabledReason)
+		}
+		// Re-enable for the next case.
+		must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"disabled": false}))
+	}
+	if ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)); ep.Timeout != "3s" {
+		t.Fatalf("the change itself was lost: timeout %s", ep.Timeout)
 	}
 }
