@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // Fuzz targets for the admin API's parsers of outside input: list filters,
@@ -94,6 +97,13 @@ func (fa *fuzzAdmin) do(tb testing.TB, method, target, token string, body []byte
 		req.Header.Set(headerIdempotencyKey, idemKey)
 	}
 	resp, err := fa.g.admin.Test(req, -1)
+	var tooLong *fasthttp.ErrSmallBuffer
+	if t, isT := tb.(*testing.T); isT && errors.As(err, &tooLong) {
+		// A request head longer than the server's read buffer: a listening
+		// server answers it 431 problem+json (TestBadInputMalformedRequests
+		// checks that on both listeners); app.Test reports an error instead.
+		t.Skip("request head over the admin read buffer")
+	}
 	if err != nil {
 		tb.Fatalf("%s %s: %v", method, target, err)
 	}
