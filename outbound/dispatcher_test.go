@@ -112,12 +112,7 @@ func TestGoneFailsTheDeliveryAndDisablesTheEndpoint(t *testing.T) {
 	d.Notify(ep.ID)
 
 	waitFor(t, wait, "the first delivery to fail", inState(t, db, first.ID, storage.StateFailed))
-	var got storage.Endpoint
-	select {
-	case got = <-disabled:
-	case <-time.After(wait):
-		t.Fatal("OnDisable was not called")
-	}
+	got := waitDisabled(t, disabled)
 	stored, err := db.GetEndpoint(context.Background(), ep.ID)
 	if err != nil || !stored.Disabled || stored.DisabledReason == "" || !got.Disabled {
 		t.Fatalf("stored endpoint %+v (%v); want disabled with a reason", stored, err)
@@ -129,6 +124,18 @@ func TestGoneFailsTheDeliveryAndDisablesTheEndpoint(t *testing.T) {
 	}
 	if as := attempts(t, db, first.ID); len(as) != 1 || as[0].StatusCode != http.StatusGone || !strings.Contains(as[0].Error, "410") {
 		t.Fatalf("attempts %+v", as)
+	}
+}
+
+// waitDisabled returns the endpoint OnDisable reported on ch.
+func waitDisabled(t *testing.T, ch <-chan storage.Endpoint) storage.Endpoint {
+	t.Helper()
+	select {
+	case ep := <-ch:
+		return ep
+	case <-time.After(wait):
+		t.Fatal("OnDisable was not called")
+		return storage.Endpoint{}
 	}
 }
 
@@ -151,12 +158,7 @@ func TestGoneKeepsChangesMadeMeanwhile(t *testing.T) {
 	}
 	accept(t, db, event{}, ep)
 	d.Notify(ep.ID)
-	var got storage.Endpoint
-	select {
-	case got = <-disabled:
-	case <-time.After(wait):
-		t.Fatal("OnDisable was not called")
-	}
+	got := waitDisabled(t, disabled)
 	stored, err := db.GetEndpoint(context.Background(), ep.ID)
 	if err != nil {
 		t.Fatal(err)

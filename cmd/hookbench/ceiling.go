@@ -43,8 +43,10 @@ func measureCeiling(ctx context.Context, o options) (Result, error) {
 		return Result{}, err
 	}
 	defer p.kill()
+	cpu0 := p.cpu()
 	lr := drive(ctx, loadSpec{url: "http://" + addr + "/ingest/bench", clients: o.clients, duration: o.duration, bodySize: o.bodySize, prefix: "bare"})
 	r := summarize("ceiling (bare Fiber 202)", o, lr)
+	r.CPUPerReqUs = cpuPerRequest(cpu0, p.cpu(), lr.OK)
 	_, peak := p.rssKiB()
 	r.PeakRSSMiB = float64(peak) / 1024
 	return r, nil

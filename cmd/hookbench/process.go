@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,6 +114,34 @@ func (p *process) kill() {
 func (p *process) rssKiB() (rss, peak int64) {
 	m := p.status()
 	return m["VmRSS:"], m["VmHWM:"]
+}
+
+// cpu returns the CPU time (user + system) the process has used so far,
+// from /proc/<pid>/stat (in clock ticks of 1/100 s, Linux's USER_HZ).
+func (p *process) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may
+	// contain spaces: state is the first, utime and stime the 12th and 13th.
+	i := bytes.LastIndexByte(b, ')')
+	fs := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(fs) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fs[11], 10, 64)
+	stime, _ := strconv.ParseInt(fs[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// cpuPerRequest is the CPU the process used between two cpu() readings,
+// per acknowledged request, in microseconds.
+func cpuPerRequest(before, after time.Duration, acked int64) float64 {
+	if acked <= 0 || after <= before {
+		return 0
+	}
+	return float64((after - before).Microseconds()) / float64(acked)
 }
 
 // anonKiB is the anonymous part of the resident set (heap, stacks, Badger's

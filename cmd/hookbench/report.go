@@ -37,6 +37,14 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// label is the scenario's name, with its round when there are several.
+func (r Result) label() string {
+	if r.Round > 0 {
+		return fmt.Sprintf("#%d %s", r.Round, r.Scenario)
+	}
+	return r.Scenario
+}
+
 func printTable(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tclients\tacked\tingest/s\tvs ceiling\tack p50 ms\tack p99 ms\tack max ms\tdeliveries\tdeliv/s\te2e p50 ms\te2e p99 ms\tdup deliv\tpeak RSS MiB\t")
@@ -45,12 +53,8 @@ func printTable(w io.Writer, rs []Result) {
 		if r.CeilingRatio > 0 {
 			ratio = fmt.Sprintf("%.0f%%", 100*r.CeilingRatio)
 		}
-		name := r.Scenario
-		if r.Round > 0 {
-			name = fmt.Sprintf("#%d %s", r.Round, name)
-		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t\n",
-			name, r.Clients, r.Acked, r.IngestRPS, ratio, r.AckP50ms, r.AckP99ms, r.AckMaxms,
+			r.label(), r.Clients, r.Acked, r.IngestRPS, ratio, r.AckP50ms, r.AckP99ms, r.AckMaxms,
 			r.Deliveries, r.DeliveryRPS, r.E2EP50ms, r.E2EP99ms, r.Duplicates, r.PeakRSSMiB)
 	}
 	tw.Flush()
@@ -58,6 +62,9 @@ func printTable(w io.Writer, rs []Result) {
 		if r.Backlog > 0 {
 			fmt.Fprintf(w, "\n%s: %d pending deliveries queued; ingest %.0f req/s in the first tenth, %.0f in the last; RSS %.0f MiB at start, %.0f at end (peak %.0f); anonymous memory %.0f MiB at start, peak %.0f, end %.0f\n",
 				r.Scenario, r.Backlog, r.RateFirstTenth, r.RateLastTenth, r.RSSStartMiB, r.RSSEndMiB, r.PeakRSSMiB, r.AnonStartMiB, r.AnonPeakMiB, r.AnonEndMiB)
+		}
+		if r.CPUPerReqUs > 0 {
+			fmt.Fprintf(w, "%s: server CPU %.0f µs per acknowledged request\n", r.label(), r.CPUPerReqUs)
 		}
 		if r.FirstP50ms > 0 && r.ReplayP50ms > 0 {
 			fmt.Fprintf(w, "%s: first requests p50 %.2f ms, replayed duplicates p50 %.2f ms\n", r.Scenario, r.FirstP50ms, r.ReplayP50ms)
@@ -73,7 +80,7 @@ func printTable(w io.Writer, rs []Result) {
 // p99.
 func printMedians(w io.Writer, rs []Result) {
 	var order []string
-	ratio, p99 := map[string][]float64{}, map[string][]float64{}
+	ratio, p99, cpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for _, r := range rs {
 		if _, seen := p99[r.Scenario]; !seen {
 			order = append(order, r.Scenario)
@@ -81,6 +88,9 @@ func printMedians(w io.Writer, rs []Result) {
 		p99[r.Scenario] = append(p99[r.Scenario], r.AckP99ms)
 		if r.CeilingRatio > 0 {
 			ratio[r.Scenario] = append(ratio[r.Scenario], 100*r.CeilingRatio)
+		}
+		if r.CPUPerReqUs > 0 {
+			cpu[r.Scenario] = append(cpu[r.Scenario], r.CPUPerReqUs)
 		}
 	}
 	fmt.Fprintln(w)
@@ -91,7 +101,12 @@ func printMedians(w io.Writer, rs []Result) {
 			line += fmt.Sprintf(" vs ceiling median %.0f%% (%.0f-%.0f%%),", m, lo, hi)
 		}
 		m, lo, hi := spread(p99[name])
-		fmt.Fprintf(w, "%s ack p99 median %.1f ms (%.1f-%.1f)\n", line, m, lo, hi)
+		line += fmt.Sprintf(" ack p99 median %.1f ms (%.1f-%.1f)", m, lo, hi)
+		if v := cpu[name]; len(v) > 0 {
+			m, lo, hi := spread(v)
+			line += fmt.Sprintf(", server CPU median %.0f µs/request (%.0f-%.0f)", m, lo, hi)
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

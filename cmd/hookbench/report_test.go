@@ -2,19 +2,22 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPrintMedians(t *testing.T) {
 	var rs []Result
-	for i, c := range []struct{ ratio, p99 float64 }{{0.40, 30}, {0.55, 20}, {0.50, 22}} {
+	for i, c := range []struct{ ratio, p99, cpu float64 }{{0.40, 30, 130}, {0.55, 20, 110}, {0.50, 22, 120}} {
 		rs = append(rs, Result{Scenario: "ceiling (bare Fiber 202)", Round: i + 1, AckP99ms: 10},
-			Result{Scenario: "ingest", Round: i + 1, CeilingRatio: c.ratio, AckP99ms: c.p99})
+			Result{Scenario: "ingest", Round: i + 1, CeilingRatio: c.ratio, AckP99ms: c.p99, CPUPerReqUs: c.cpu})
 	}
 	var b strings.Builder
 	printMedians(&b, rs)
-	want := "ingest over 3 rounds: vs ceiling median 50% (40-55%), ack p99 median 22.0 ms (20.0-30.0)"
+	want := "ingest over 3 rounds: vs ceiling median 50% (40-55%), ack p99 median 22.0 ms (20.0-30.0), server CPU median 120 µs/request (110-130)"
 	if !strings.Contains(b.String(), want) {
 		t.Fatalf("got\n%s\nwant a line %q", b.String(), want)
 	}
@@ -35,5 +38,26 @@ func TestEventBody(t *testing.T) {
 	}
 	if a, b := eventBody("x", 1, 1024), eventBody("x", 2, 1024); string(a) == string(b) {
 		t.Error("two events have the same body")
+	}
+}
+
+// The CPU a process used is read from /proc: this test process's own
+// figure grows while it burns CPU.
+func TestProcessCPU(t *testing.T) {
+	p := &process{cmd: exec.Command("self")}
+	p.cmd.Process = &os.Process{Pid: os.Getpid()}
+	before := p.cpu()
+	after := before
+	for deadline := time.Now().Add(5 * time.Second); after <= before && time.Now().Before(deadline); {
+		for x := 0; x < 1e6; x++ {
+			_ = x * x
+		}
+		after = p.cpu()
+	}
+	if after <= before {
+		t.Fatalf("cpu stayed at %v while spinning for 5 s", before)
+	}
+	if us := cpuPerRequest(before, after, 10); us <= 0 {
+		t.Fatalf("cpu per request %v", us)
 	}
 }

@@ -12,25 +12,28 @@ import (
 
 // Result is one scenario's figures.
 type Result struct {
-	Scenario     string  `json:"scenario"`
-	Round        int     `json:"round,omitempty"`
-	Clients      int     `json:"clients"`
-	Requests     int64   `json:"requests"`
-	Acked        int64   `json:"acked"`
-	Replayed     int64   `json:"replayed"`
-	Errors       int64   `json:"errors"`
-	IngestRPS    float64 `json:"ingest_rps"`
-	AckP50ms     float64 `json:"ack_p50_ms"`
-	AckP99ms     float64 `json:"ack_p99_ms"`
-	AckMaxms     float64 `json:"ack_max_ms"`
-	FirstP50ms   float64 `json:"first_p50_ms,omitempty"`
-	ReplayP50ms  float64 `json:"replay_p50_ms,omitempty"`
-	Deliveries   int64   `json:"deliveries"`
-	DeliveryRPS  float64 `json:"deliveries_per_s"`
-	E2EP50ms     float64 `json:"e2e_p50_ms"`
-	E2EP99ms     float64 `json:"e2e_p99_ms"`
-	Duplicates   int64   `json:"duplicate_deliveries"`
-	PeakRSSMiB   float64 `json:"peak_rss_mib"`
+	Scenario    string  `json:"scenario"`
+	Round       int     `json:"round,omitempty"`
+	Clients     int     `json:"clients"`
+	Requests    int64   `json:"requests"`
+	Acked       int64   `json:"acked"`
+	Replayed    int64   `json:"replayed"`
+	Errors      int64   `json:"errors"`
+	IngestRPS   float64 `json:"ingest_rps"`
+	AckP50ms    float64 `json:"ack_p50_ms"`
+	AckP99ms    float64 `json:"ack_p99_ms"`
+	AckMaxms    float64 `json:"ack_max_ms"`
+	FirstP50ms  float64 `json:"first_p50_ms,omitempty"`
+	ReplayP50ms float64 `json:"replay_p50_ms,omitempty"`
+	Deliveries  int64   `json:"deliveries"`
+	DeliveryRPS float64 `json:"deliveries_per_s"`
+	E2EP50ms    float64 `json:"e2e_p50_ms"`
+	E2EP99ms    float64 `json:"e2e_p99_ms"`
+	Duplicates  int64   `json:"duplicate_deliveries"`
+	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+	// CPUPerReqUs is the server process's CPU time during the load, per
+	// acknowledged request (user + system, in microseconds).
+	CPUPerReqUs  float64 `json:"cpu_us_per_request,omitempty"`
 	CeilingRatio float64 `json:"ceiling_ratio,omitempty"`
 	// Backlog and restart figures.
 	Backlog         int64   `json:"backlog,omitempty"`
@@ -213,13 +216,16 @@ func deliveryScenario(ctx context.Context, o options, bin, name string, paths []
 		return Result{}, err
 	}
 	defer b.close(o)
+	cpu0 := b.proc.cpu()
 	lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: retries, prefix: name})
+	cpu1 := b.proc.cpu()
 	fresh := lr.OK - lr.Replayed
 	want := fresh * int64(len(paths))
 	if !b.waitDelivered(ctx, want, 120*time.Second) {
 		progress("  warning: %d of %d deliveries arrived", b.rcv.delivered.Load(), want)
 	}
 	r := summarize(name, o, lr)
+	r.CPUPerReqUs = cpuPerRequest(cpu0, cpu1, lr.OK)
 	fillDeliveries(&r, b, lr)
 	_, peak := b.proc.rssKiB()
 	r.PeakRSSMiB = float64(peak) / 1024

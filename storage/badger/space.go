@@ -39,13 +39,20 @@ type spaceReading struct {
 	written int64
 }
 
+// roomy reports whether the reading, taken less than spaceRecheck before
+// now, still leaves need plus spaceSlack after what was written since:
+// then the batch needs no statfs of its own.
+func (r *spaceReading) roomy(need int64, now time.Time) bool {
+	return now.Sub(r.at) < spaceRecheck && r.free-r.written >= need+spaceSlack
+}
+
 // checkSpace refuses a batch of about size bytes when the file system of
 // the store has less than twice that plus minFreeBytes free. Only the
 // writer goroutine calls it.
 func (db *DB) checkSpace(size int) error {
 	need := 2*int64(size) + minFreeBytes
 	r := &db.space
-	if time.Since(r.at) < spaceRecheck && r.free-r.written >= need+spaceSlack {
+	if r.roomy(need, time.Now()) {
 		r.written += int64(size)
 		return nil
 	}
