@@ -32,14 +32,19 @@ const (
 // stored, so a retry executes again; a process that dies mid-request
 // leaves a claim that expires after idemLease.
 func (a *adminAPI) idempotent(c *fiber.Ctx) error {
-	key := c.Get(headerIdempotencyKey)
-	if c.Method() != fiber.MethodPost || key == "" {
+	keys := c.Request().Header.PeekAll(headerIdempotencyKey)
+	if c.Method() != fiber.MethodPost || len(keys) == 0 {
 		return c.Next()
 	}
-	if len(key) > maxIdemKeyLen || !printableASCII(key) {
+	// A key that is sent but empty (or only blanks, which HTTP trims) must
+	// not quietly turn into "no key": the client asked for idempotency.
+	if len(keys) > 1 {
+		return badRequest(headerIdempotencyKey, "must be sent once")
+	}
+	key := string(keys[0]) // a copy: the header aliases a reused buffer
+	if key == "" || len(key) > maxIdemKeyLen || !printableASCII(key) {
 		return badRequest(headerIdempotencyKey, "must be 1-255 printable ASCII characters")
 	}
-	key = string([]byte(key)) // c.Get's string aliases a reused buffer
 	tenant := who(c).tenant
 	now := a.now()
 	res, err := a.g.store.ClaimKey(c.UserContext(), storage.IdemClaim{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,14 @@ func TestAdminIdempotencyKey(t *testing.T) {
 
 	// Keys that cannot be stored are refused.
 	wantProblem(t, "long key", 400, "Idempotency-Key")(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", strings.Repeat("k", 256)))
+	// A key sent empty, or only blanks (trimmed by HTTP), is not "no key":
+	// running such a request twice is what its sender wanted to avoid.
+	for _, k := range []string{"", " ", "\t"} {
+		wantProblem(t, fmt.Sprintf("key %q", k), 400, "Idempotency-Key")(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", k))
+	}
+	two := fmt.Sprintf("POST /api/v1/endpoints HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer %s\r\nIdempotency-Key: a\r\nIdempotency-Key: b\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", acmeToken)
+	wantProblem(t, "two keys", 400, "Idempotency-Key")(rawRequest(t, g.AdminAddr(), two))
 	// GET ignores the header.
 	must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil, "Idempotency-Key", "k1"))
 }
