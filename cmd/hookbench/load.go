@@ -50,6 +50,8 @@ type loadResult struct {
 	Start     time.Time
 	Elapsed   time.Duration
 	Latencies []time.Duration
+	// AckAt is when each of Latencies' requests was answered, from Start.
+	AckAt []time.Duration
 	// FirstLat and ReplayLat separate first requests from retries.
 	FirstLat  []time.Duration
 	ReplayLat []time.Duration
@@ -86,7 +88,7 @@ func drive(ctx context.Context, s loadSpec) loadResult {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(c), uint64(start.UnixNano())))
-			var lat, first, replay []time.Duration
+			var lat, at, first, replay []time.Duration
 			local := loadResult{Status: map[int]int64{}}
 			for ctx.Err() == nil {
 				if s.total > 0 && sent.Add(1) > s.total {
@@ -122,6 +124,7 @@ func drive(ctx context.Context, s loadSpec) loadResult {
 				if st >= 200 && st < 300 {
 					local.OK++
 					lat = append(lat, d)
+					at = append(at, t0.Add(d).Sub(start))
 					if replayed {
 						local.Replayed++
 						replay = append(replay, d)
@@ -139,6 +142,7 @@ func drive(ctx context.Context, s loadSpec) loadResult {
 				res.Status[k] += v
 			}
 			res.Latencies = append(res.Latencies, lat...)
+			res.AckAt = append(res.AckAt, at...)
 			res.FirstLat = append(res.FirstLat, first...)
 			res.ReplayLat = append(res.ReplayLat, replay...)
 			mu.Unlock()

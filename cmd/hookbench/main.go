@@ -37,6 +37,7 @@ type options struct {
 	keep      bool
 	inFlight  int
 	rounds    int
+	timeline  time.Duration
 }
 
 func main() {
@@ -55,6 +56,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary data directory")
 	flag.IntVar(&o.inFlight, "max-in-flight", 128, "max_in_flight of each bench endpoint")
 	flag.IntVar(&o.rounds, "rounds", 1, "repeat the ceiling and the scenarios this many times, alternating, and print the medians (a shared machine's speed drifts between runs)")
+	flag.DurationVar(&o.timeline, "timeline", 0, "also print each scenario's answers per interval of this length (count, p50, p99, max), to see when slow answers happen")
 	serveBare := flag.String("serve-bare", "", "internal: serve a bare Fiber 202 handler on this address")
 	flag.Parse()
 	if *serveBare != "" {
@@ -78,6 +80,7 @@ func main() {
 		return
 	}
 	printTable(os.Stdout, results)
+	printTimeline(os.Stdout, results)
 	if o.rounds > 1 {
 		printMedians(os.Stdout, results)
 	}

@@ -15,6 +15,9 @@ func summarize(name string, o options, lr loadResult) Result {
 	}
 	r.AckP50ms, r.AckP99ms, r.AckMaxms = ms(pct(lr.Latencies, 50)), ms(pct(lr.Latencies, 99)), ms(pct(lr.Latencies, 100))
 	r.FirstP50ms, r.ReplayP50ms = ms(pct(lr.FirstLat, 50)), ms(pct(lr.ReplayLat, 50))
+	if o.timeline > 0 {
+		r.Timeline = timeline(lr, o.timeline)
+	}
 	for st := range lr.Status {
 		if st < 200 || st > 299 {
 			r.Notes = fmt.Sprintf("answers by status: %v", lr.Status)
@@ -22,6 +25,50 @@ func summarize(name string, o options, lr loadResult) Result {
 		}
 	}
 	return r
+}
+
+// Interval sums up the requests answered in one slice of a load phase.
+type Interval struct {
+	StartS float64 `json:"start_s"`
+	Acked  int     `json:"acked"`
+	P50ms  float64 `json:"ack_p50_ms"`
+	P99ms  float64 `json:"ack_p99_ms"`
+	Maxms  float64 `json:"ack_max_ms"`
+}
+
+// timeline splits a phase's acknowledged requests by when they were
+// answered, into intervals of step.
+func timeline(lr loadResult, step time.Duration) []Interval {
+	var buckets [][]time.Duration
+	for i, at := range lr.AckAt {
+		k := int(at / step)
+		for len(buckets) <= k {
+			buckets = append(buckets, nil)
+		}
+		buckets[k] = append(buckets[k], lr.Latencies[i])
+	}
+	out := make([]Interval, len(buckets))
+	for k, ds := range buckets {
+		out[k] = Interval{StartS: (time.Duration(k) * step).Seconds(), Acked: len(ds),
+			P50ms: ms(pct(ds, 50)), P99ms: ms(pct(ds, 99)), Maxms: ms(pct(ds, 100))}
+	}
+	return out
+}
+
+// printTimeline prints one line per interval of each result that has them.
+func printTimeline(w io.Writer, rs []Result) {
+	for _, r := range rs {
+		if len(r.Timeline) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s, answers per interval:\n", r.label())
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "from s\tacked\tp50 ms\tp99 ms\tmax ms\t")
+		for _, iv := range r.Timeline {
+			fmt.Fprintf(tw, "%.1f\t%d\t%.1f\t%.1f\t%.1f\t\n", iv.StartS, iv.Acked, iv.P50ms, iv.P99ms, iv.Maxms)
+		}
+		tw.Flush()
+	}
 }
 
 // pct returns the p-th percentile (nearest rank) of ds.

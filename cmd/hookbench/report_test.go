@@ -61,3 +61,32 @@ func TestProcessCPU(t *testing.T) {
 		t.Fatalf("cpu per request %v", us)
 	}
 }
+
+// The timeline puts each answer in the interval it arrived in, with that
+// interval's own percentiles, so a slow patch shows where it happened.
+func TestTimeline(t *testing.T) {
+	ms := time.Millisecond
+	lr := loadResult{
+		Latencies: []time.Duration{5 * ms, 7 * ms, 40 * ms, 6 * ms, 60 * ms},
+		AckAt:     []time.Duration{100 * ms, 400 * ms, 1200 * ms, 1300 * ms, 2600 * ms},
+	}
+	got := timeline(lr, time.Second)
+	want := []Interval{
+		{StartS: 0, Acked: 2, P50ms: 5, P99ms: 7, Maxms: 7},
+		{StartS: 1, Acked: 2, P50ms: 6, P99ms: 40, Maxms: 40},
+		{StartS: 2, Acked: 1, P50ms: 60, P99ms: 60, Maxms: 60},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d intervals %+v, want %+v", len(got), got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("interval %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	var b strings.Builder
+	printTimeline(&b, []Result{{Scenario: "ingest", Timeline: got}})
+	if !strings.Contains(b.String(), "ingest, answers per interval") || strings.Count(b.String(), "\n") != 6 {
+		t.Fatalf("printed:\n%s", b.String())
+	}
+}

@@ -46,6 +46,8 @@ type Result struct {
 	RateLastTenth   float64 `json:"ingest_rps_last_tenth,omitempty"`
 	ResumeAfterSecs float64 `json:"resume_after_s,omitempty"`
 	Notes           string  `json:"notes,omitempty"`
+	// Timeline is filled with -timeline.
+	Timeline []Interval `json:"timeline,omitempty"`
 }
 
 var scenarios = map[string]func(context.Context, options, string) (Result, error){
@@ -273,6 +275,9 @@ func backlog(ctx context.Context, o options, bin string) (Result, error) {
 		total.Requests += lr.Requests
 		total.OK += lr.OK
 		total.Errors += lr.Errors
+		for _, at := range lr.AckAt {
+			total.AckAt = append(total.AckAt, total.Elapsed+at)
+		}
 		total.Elapsed += lr.Elapsed
 		total.Latencies = append(total.Latencies, lr.Latencies...)
 	}
