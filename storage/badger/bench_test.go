@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,9 +13,11 @@ import (
 )
 
 // benchAccept builds an accept request for a 1 KiB event with one delivery.
+// The body compresses like a provider's JSON does (not like padding): the
+// store compresses event records.
 func benchAccept(i int64, now time.Time) *storage.AcceptRequest {
 	id := fmt.Sprint("bench-", i)
-	body := []byte(`{"id":"` + id + `","pad":"` + strings.Repeat("x", 1000) + `"}`)
+	body := badger.InvoiceBody(id, 1024)
 	evt := storage.NewID("evt_", now)
 	return &storage.AcceptRequest{
 		Key:         storage.DedupeKey{Tenant: "t", Source: "s", EventID: id},
