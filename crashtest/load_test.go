@@ -75,6 +75,13 @@ func newEvent(run string, n int, rng *rand.Rand, now time.Time) *event {
 		pad[i] = byte(rng.Uint32())
 	}
 	p.Data.Pad = hex.EncodeToString(pad)
+	if n%2 == 0 {
+		// Half the bodies compress, and the store keeps their records
+		// S2-compressed; the random hex of the others does not, and those
+		// are stored as they are. Both kinds must survive the kills byte
+		// for byte.
+		p.Data.Pad += strings.Repeat(" line item: 1200 usd, paid;", 8+rng.IntN(20))
+	}
 	body, _ := json.Marshal(&p)
 	ev := &event{testID: p.Data.TestID, msgID: "msg_" + p.Data.TestID, body: body, sentAt: now}
 	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sourceSecret, "whsec_"))
