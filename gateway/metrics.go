@@ -63,6 +63,9 @@ func newMetrics(store storage.Store) *metrics {
 	m.reg.MustRegister(m.ingestTotal, m.attemptsTotal, m.attemptLatency, m.deliveredTotal, m.e2eLatency, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newOutboxCollector(store))
+	if sr, ok := store.(storage.SyncReporter); ok {
+		m.reg.MustRegister(newSyncCollector(sr))
+	}
 	return m
 }
 
@@ -115,6 +118,39 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(live), ep.ID)
 		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due), ep.ID)
 	}
+}
+
+// syncCollector reports the store's group-commit syncs: how long a
+// durable write waits for the disk, and how many writes share a sync.
+type syncCollector struct {
+	store   storage.SyncReporter
+	seconds *prometheus.Desc
+	writes  *prometheus.Desc
+}
+
+func newSyncCollector(s storage.SyncReporter) *syncCollector {
+	return &syncCollector{
+		store:   s,
+		seconds: prometheus.NewDesc("hookgate_store_sync_seconds", "Duration of the store's syncs (fsync of a group of writes); every acknowledged write waited for one.", nil, nil),
+		writes:  prometheus.NewDesc("hookgate_store_synced_writes_total", "Write operations made durable by the store's syncs (divide by the syncs' count for the group size).", nil, nil),
+	}
+}
+
+func (c *syncCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.seconds
+	ch <- c.writes
+}
+
+func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.store.SyncStats()
+	buckets := make(map[float64]uint64, len(storage.SyncBounds))
+	for i, b := range storage.SyncBounds {
+		if i < len(st.Buckets) {
+			buckets[b] = st.Buckets[i]
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(c.seconds, st.Syncs, st.Seconds, buckets)
+	ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(st.Writes))
 }
 
 var _ outbound.Metrics = (*metrics)(nil)

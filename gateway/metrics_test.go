@@ -3,6 +3,8 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +39,18 @@ func TestMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// Every acknowledged write waited for a store sync: both series count
+	// at least the accepted event.
+	for _, series := range []string{"hookgate_store_sync_seconds_count", `hookgate_store_sync_seconds_bucket{le="+Inf"}`, "hookgate_store_synced_writes_total"} {
+		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(text)
+		if m == nil {
+			t.Errorf("metrics lack %s", series)
+			continue
+		}
+		if n, _ := strconv.Atoi(m[1]); n < 1 {
+			t.Errorf("%s is %d", series, n)
 		}
 	}
 }

@@ -142,6 +142,29 @@ type Maintainer interface {
 	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }
 
+// SyncReporter is implemented by engines that make writes durable in
+// groups, with one sync (fsync) for many writes. The gateway exports it as
+// metrics: sync latency is what a durable write waits for, and a device
+// busy with other writes shows there first.
+type SyncReporter interface {
+	// SyncStats returns counts since the store was opened.
+	SyncStats() SyncStats
+}
+
+// SyncBounds are the upper bounds, in seconds, of SyncStats.Buckets.
+var SyncBounds = [...]float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
+
+// SyncStats counts syncs, Prometheus-histogram style.
+type SyncStats struct {
+	// Syncs is how many syncs ran, Seconds their total duration.
+	Syncs   uint64
+	Seconds float64
+	// Buckets[i] counts syncs that took at most SyncBounds[i] (cumulative).
+	Buckets []uint64
+	// Writes is how many write operations the syncs made durable.
+	Writes uint64
+}
+
 // DedupeKey names one logical inbound event: dedupe scope is (tenant, source).
 type DedupeKey struct {
 	Tenant  string

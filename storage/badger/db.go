@@ -31,7 +31,10 @@ import (
 	"hookgate/storage"
 )
 
-var _ storage.Store = (*DB)(nil)
+var (
+	_ storage.Store        = (*DB)(nil)
+	_ storage.SyncReporter = (*DB)(nil)
+)
 
 // Writer batch bounds: a batch ends at whichever comes first. Badger refuses
 // transactions over ~15% of a memtable, so stay well below.
@@ -80,6 +83,7 @@ type DB struct {
 	syncMu    sync.Mutex
 	durable   chan struct{}
 	failed    atomic.Pointer[error]
+	stats     syncStats
 }
 
 // op is one caller's share of a batch. fn must do all of its reads and
@@ -308,10 +312,14 @@ func (db *DB) syncLoop(done chan struct{}) {
 			}
 		}
 		target := db.committed.Load()
+		start := time.Now()
 		err := db.sync()
+		writes := 0
 		for _, b := range group {
+			writes += len(b)
 			release(b, err)
 		}
+		db.stats.observe(time.Since(start), writes)
 		if err == nil {
 			db.synced.Store(target)
 		}
@@ -406,3 +414,40 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 }
 func (b badgerLogger) Infof(f string, a ...any)  { b.l.Debug("badger: " + fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Debugf(f string, a ...any) {}
+
+// syncStats counts the syncer's work for SyncStats. Only the syncer
+// writes; readers may run at any time.
+type syncStats struct {
+	syncs   atomic.Uint64
+	nanos   atomic.Uint64
+	writes  atomic.Uint64
+	buckets [len(storage.SyncBounds)]atomic.Uint64 // per bound, not cumulative
+}
+
+func (s *syncStats) observe(d time.Duration, writes int) {
+	for i, b := range storage.SyncBounds {
+		if d.Seconds() <= b {
+			s.buckets[i].Add(1)
+			break
+		}
+	}
+	s.nanos.Add(uint64(d))
+	s.writes.Add(uint64(writes))
+	s.syncs.Add(1) // last: a reader that sees this sync sees its parts
+}
+
+// SyncStats reports the syncs since Open (storage.SyncReporter).
+func (db *DB) SyncStats() storage.SyncStats {
+	// Buckets first: a sync counted in a bucket but not yet in syncs
+	// would make a bucket exceed the total.
+	var st storage.SyncStats
+	var sum uint64
+	for i := range db.stats.buckets {
+		sum += db.stats.buckets[i].Load()
+		st.Buckets = append(st.Buckets, sum)
+	}
+	st.Syncs = db.stats.syncs.Load()
+	st.Seconds = time.Duration(db.stats.nanos.Load()).Seconds()
+	st.Writes = db.stats.writes.Load()
+	return st
+}

@@ -111,3 +111,47 @@ func TestOpenAfterKillDuringMemtableCreation(t *testing.T) {
 		t.Fatalf("event written before the kill: %v", err)
 	}
 }
+
+// SyncStats counts every durable write once, in syncs that group them, and
+// its buckets are cumulative and bounded by the count (they become a
+// Prometheus histogram).
+func TestSyncStats(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before := db.SyncStats()
+	const writes = 64
+	errs := make(chan error, writes)
+	for range writes {
+		go func() { errs <- db.Ping(context.Background()) }()
+	}
+	for range writes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := db.SyncStats()
+	if got := after.Writes - before.Writes; got != writes {
+		t.Errorf("%d writes counted, want %d", got, writes)
+	}
+	syncs := after.Syncs - before.Syncs
+	if syncs < 1 || syncs > writes {
+		t.Errorf("%d syncs for %d writes", syncs, writes)
+	}
+	if after.Seconds <= before.Seconds {
+		t.Errorf("sync time did not grow: %v -> %v", before.Seconds, after.Seconds)
+	}
+	if len(after.Buckets) != len(storage.SyncBounds) {
+		t.Fatalf("%d buckets, want %d", len(after.Buckets), len(storage.SyncBounds))
+	}
+	for i := 1; i < len(after.Buckets); i++ {
+		if after.Buckets[i] < after.Buckets[i-1] {
+			t.Errorf("buckets not cumulative: %v", after.Buckets)
+		}
+	}
+	if last := after.Buckets[len(after.Buckets)-1]; last > after.Syncs {
+		t.Errorf("bucket count %d over the total %d", last, after.Syncs)
+	}
+}
