@@ -132,7 +132,7 @@ func newSyncCollector(s storage.SyncReporter) *syncCollector {
 	return &syncCollector{
 		store:   s,
 		seconds: prometheus.NewDesc("hookgate_store_sync_seconds", "Duration of the store's syncs (fsync of a group of writes); every acknowledged write waited for one.", nil, nil),
-		writes:  prometheus.NewDesc("hookgate_store_synced_writes_total", "Write operations made durable by the store's syncs (divide by the syncs' count for the group size).", nil, nil),
+		writes:  prometheus.NewDesc("hookgate_store_synced_writes_total", "Store write operations completed by its syncs, one per durable write call (divide by the syncs' count for the group size).", nil, nil),
 	}
 }
 

@@ -161,7 +161,8 @@ type SyncStats struct {
 	Seconds float64
 	// Buckets[i] counts syncs that took at most SyncBounds[i] (cumulative).
 	Buckets []uint64
-	// Writes is how many write operations the syncs made durable.
+	// Writes is how many write operations (durable write calls) the
+	// syncs completed.
 	Writes uint64
 }
 

@@ -314,13 +314,14 @@ func (db *DB) syncLoop(done chan struct{}) {
 		target := db.committed.Load()
 		start := time.Now()
 		err := db.sync()
+		took := time.Since(start)
 		writes := 0
 		for _, b := range group {
 			writes += len(b)
 			release(b, err)
 		}
-		db.stats.observe(time.Since(start), writes)
 		if err == nil {
+			db.stats.observe(took, writes)
 			db.synced.Store(target)
 		}
 		db.syncMu.Lock()
