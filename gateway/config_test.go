@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -689,5 +690,28 @@ func TestLoadConfigAndCheckConfig(t *testing.T) {
 	cfg, err := LoadConfig(good)
 	if err != nil || cfg.Server.Listen != ":7070" {
 		t.Errorf("LoadConfig with environment: %v, %+v", err, cfg)
+	}
+}
+
+// A max_body over what the Badger engine keeps in its LSM tree is allowed
+// (GitHub sends up to 25 MB) but warned about: such events' space is not
+// reclaimed after purge.
+func TestLargeMaxBodyWarnsAboutTheValueLog(t *testing.T) {
+	for _, c := range []struct {
+		max  Size
+		warn bool
+	}{{DefaultMaxBody, false}, {2 << 20, true}} {
+		var logs syncBuffer
+		cfg := &Config{Server: ServerConfig{MaxBody: c.max}, Storage: StorageConfig{Driver: "badger", Path: t.TempDir()}}
+		s, err := openStore(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "value log"); got != c.warn {
+			t.Errorf("max_body %v: warned %v, want %v; logs:\n%s", c.max, got, c.warn, logs.String())
+		}
 	}
 }

@@ -107,6 +107,10 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
 	switch cfg.Storage.Driver {
 	case "", "badger":
+		if cfg.Server.MaxBody > badger.MaxInlineRecord {
+			log.Warn("server.max_body is over 1MiB: events larger than about 1MiB are kept in Badger's value log, whose disk space is not reclaimed when they are purged",
+				"max_body", cfg.Server.MaxBody)
+		}
 		return badger.Open(cfg.Storage.Path, badger.Options{Logger: log})
 	}
 	return nil, fmt.Errorf("storage driver %q is not supported", cfg.Storage.Driver)

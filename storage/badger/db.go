@@ -45,6 +45,16 @@ const (
 	syncQueue = 64
 )
 
+// MaxInlineRecord is the largest record kept in the LSM tree itself. A
+// bigger one (an event over ~1 MiB, possible only with server.max_body
+// raised above its default) goes to Badger's value log, whose space this
+// engine never reclaims: reclaiming it (RunValueLogGC) rewrites live
+// records unsynced and deletes the old file at once, which a power loss
+// could turn into lost events (BENCHMARKS.md, "Sustained ingest"). Up to
+// 2026-11-29 the threshold was 64 KiB, so every event over that leaked
+// its space after purge.
+const MaxInlineRecord = 1 << 20
+
 // ErrSyncFailed is returned by every write after a sync failed: the store
 // no longer knows what is on disk and must be reopened.
 var ErrSyncFailed = errors.New("badger: sync failed, store must be reopened")
@@ -104,15 +114,17 @@ func Open(dir string, o Options) (*DB, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	memtable := cmp.Or(o.MemTableSize, 32<<20)
 	opts := bdg.DefaultOptions(dir).
 		WithSyncWrites(false). // the syncer syncs, once per group of batches
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{log}).
-		WithMemTableSize(cmp.Or(o.MemTableSize, 32<<20)).
+		WithMemTableSize(memtable).
 		WithBlockCacheSize(cmp.Or(o.BlockCacheSize, 64<<20)).
 		WithNumMemtables(3).
 		WithNumCompactors(2).
-		WithValueThreshold(64 << 10)
+		// Badger refuses a threshold over 15% of a memtable.
+		WithValueThreshold(min(MaxInlineRecord, memtable*15/100))
 	// Compaction builds up to a dozen tables at once, each buffered in
 	// memory: with tables growing per level (the default) a large backlog
 	// took gigabytes. Equal-sized tables keep that bounded.
