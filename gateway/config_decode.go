@@ -160,36 +160,35 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, key string, line int)
 		return
 	}
 	names := yamlNames(v.Type())
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		name, ok := d.mapKey(k, key, seen)
-		if !ok {
-			continue
-		}
-		child := joinKey(key, name)
+	d.pairs(n, key, func(name, child string, k, val *yaml.Node) {
 		idx := slices.Index(names, name)
 		if idx < 0 {
 			d.errorf(k.Line, child, "unknown key%s", suggest(name, names))
-			continue
+			return
 		}
 		d.lines[child] = k.Line
 		d.value(val, v.Field(idx), child, k.Line)
-	}
+	})
 }
 
-// mapKey checks one mapping key: a scalar, not seen before in this mapping.
-func (d *decoder) mapKey(k *yaml.Node, key string, seen map[string]int) (string, bool) {
-	if k.Kind != yaml.ScalarNode {
-		d.errorf(k.Line, key, "mapping keys must be plain strings")
-		return "", false
+// pairs calls fn for each key-value pair of mapping n whose key is a plain
+// scalar not seen before in n; other keys are errors. child is the key's
+// full name.
+func (d *decoder) pairs(n *yaml.Node, key string, fn func(name, child string, k, val *yaml.Node)) {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k.Line, key, "mapping keys must be plain strings")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.errorf(k.Line, joinKey(key, k.Value), "duplicate key (first at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		fn(k.Value, joinKey(key, k.Value), k, val)
 	}
-	if first, dup := seen[k.Value]; dup {
-		d.errorf(k.Line, joinKey(key, k.Value), "duplicate key (first at line %d)", first)
-		return "", false
-	}
-	seen[k.Value] = k.Line
-	return k.Value, true
 }
 
 // yamlNames returns the yaml tag of each field of struct type t, by index.
@@ -221,19 +220,12 @@ func (d *decoder) stringMap(n *yaml.Node, v reflect.Value, key string, line int)
 		return
 	}
 	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		name, ok := d.mapKey(k, key, seen)
-		if !ok {
-			continue
-		}
-		child := joinKey(key, name)
+	d.pairs(n, key, func(name, child string, k, val *yaml.Node) {
 		d.lines[child] = k.Line
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.value(val, elem, child, k.Line)
 		m.SetMapIndex(reflect.ValueOf(name), elem)
-	}
+	})
 	v.Set(m)
 }
 

@@ -2,6 +2,7 @@ package badger
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
 	"reflect"
@@ -95,7 +96,7 @@ func TestCodecRejectsDamagedCompressedEvents(t *testing.T) {
 	if good[0] != codecS2 {
 		t.Fatalf("record not compressed: version %d", good[0])
 	}
-	huge := append([]byte{codecS2}, binaryUvarint(maxEventRecord+1)...)
+	huge := binary.AppendUvarint([]byte{codecS2}, maxEventRecord+1)
 	huge = append(huge, 0)
 	for name, b := range map[string][]byte{
 		"truncated": good[:len(good)/2],
@@ -114,15 +115,6 @@ func TestCodecRejectsDamagedCompressedEvents(t *testing.T) {
 	if err := decode(bogus, &got); err == nil {
 		t.Errorf("bogus: decoded without an error: %+v", got)
 	}
-}
-
-func binaryUvarint(n uint64) []byte {
-	var b []byte
-	for n >= 0x80 {
-		b = append(b, byte(n)|0x80)
-		n >>= 7
-	}
-	return append(b, byte(n))
 }
 
 // FuzzDecode: a corrupt record is an error, never a panic or a huge
