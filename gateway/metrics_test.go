@@ -20,14 +20,8 @@ func TestMetrics(t *testing.T) {
 	g.post("open", []byte(`{"id":"m1","type":"a"}`), nil)
 	g.post("sw", []byte(`{}`), nil)
 	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	var text string
-	waitFor(t, 10*time.Second, "the success to be counted", func() bool {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr()+"/metrics", nil)
-		st, _, b := do(t, req)
-		text = string(b)
-		return st == 200 && strings.Contains(text, `hookgate_deliveries_total{endpoint="ep",state="succeeded"} 1`)
-	})
-	for _, want := range []string{
+	wants := []string{
+		`hookgate_deliveries_total{endpoint="ep",state="succeeded"} 1`,
 		`hookgate_ingest_requests_total{outcome="accepted",source="open"} 1`,
 		`hookgate_ingest_requests_total{outcome="replayed",source="open"} 1`,
 		`hookgate_ingest_requests_total{outcome="unauthorized",source="sw"} 1`,
@@ -36,10 +30,28 @@ func TestMetrics(t *testing.T) {
 		`hookgate_ingest_to_delivery_seconds_count 1`,
 		`hookgate_outbox_pending{endpoint="ep"} 0`,
 		`hookgate_outbox_due{endpoint="down"} 0`,
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("metrics lack %s", want)
+	}
+	// Poll until every series shows what happened: one scrape is not a
+	// snapshot (the registry collects its series concurrently), so a
+	// scrape may see the delivery counted and its attempt not yet.
+	var text string
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr()+"/metrics", nil)
+		st, _, b := do(t, req)
+		text, missing = string(b), nil
+		for _, want := range wants {
+			if st != 200 || !strings.Contains(text, want) {
+				missing = append(missing, want)
+			}
 		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s the metrics (status %d) still lack %q", st, missing)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	// Every acknowledged write waited for a store sync: both series count
 	// at least the accepted event.
