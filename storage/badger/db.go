@@ -338,13 +338,19 @@ func (db *DB) syncLoop(done chan struct{}) {
 		start := time.Now()
 		err := db.sync()
 		took := time.Since(start)
-		writes := 0
+		if err == nil {
+			// Counted before the callers return: a caller then sees its
+			// own write in SyncStats.
+			writes := 0
+			for _, b := range group {
+				writes += len(b)
+			}
+			db.stats.observe(took, writes)
+		}
 		for _, b := range group {
-			writes += len(b)
 			release(b, err)
 		}
 		if err == nil {
-			db.stats.observe(took, writes)
 			db.synced.Store(target)
 		}
 		db.syncMu.Lock()
