@@ -56,7 +56,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 	})
-	app.Use(closeChunked)
+	app.Use(closeChunked, refuseEncodedBodies)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", g.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
@@ -175,7 +175,7 @@ func (a *adminAPI) storeError(err error, what string) error {
 // decodeJSON reads the request body into v strictly: one JSON value,
 // no unknown fields. An empty body is allowed only when optional.
 func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
-	body := c.Body()
+	body := c.Request().Body()
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
 			return nil

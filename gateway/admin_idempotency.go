@@ -48,7 +48,7 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	tenant := who(c).tenant
 	now := a.now()
 	res, err := a.g.store.ClaimKey(c.UserContext(), storage.IdemClaim{
-		Tenant: tenant, Key: key, RequestHash: requestHash(c.Method(), c.Path(), c.Body()),
+		Tenant: tenant, Key: key, RequestHash: requestHash(c.Method(), c.Path(), c.Request().Body()),
 		Now: now, LeaseUntil: now.Add(idemLease),
 	})
 	if err != nil {

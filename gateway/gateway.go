@@ -181,7 +181,7 @@ func (g *Gateway) init(ctx context.Context) error {
 		IdleTimeout:           120 * time.Second,
 		ReadBufferSize:        16 << 10,
 	})
-	g.public.Use(closeChunked)
+	g.public.Use(closeChunked, refuseEncodedBodies)
 	g.public.Post("/ingest/:source", g.ingest)
 	g.admin = g.newAdminApp()
 	return nil

@@ -29,7 +29,7 @@ func (g *Gateway) ingest(c *fiber.Ctx) error {
 	in := inbound.Inbound{
 		Header:      inbound.HeaderFunc(func(n string) string { return c.Get(n) }),
 		Query:       func(n string) string { return c.Query(n) },
-		Body:        c.Body(),
+		Body:        c.Request().Body(), // raw: Fiber's c.Body() would decode gzip
 		ContentType: string(c.Request().Header.ContentType()),
 		Headers:     requestHeaders(c),
 	}
@@ -57,6 +57,22 @@ func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accept
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(res.Status).Send(res.Body)
+}
+
+// refuseEncodedBodies answers 415 to a request body with a
+// Content-Encoding other than identity. Fiber's c.Body() would inflate
+// gzip, deflate and br without any limit and before the signature check
+// (a 2 KiB request became a 2 MiB event past server.max_body), and store
+// the inflated bytes, or the decoder's error text, instead of the raw
+// body. Providers do not compress webhooks; one that does is refused
+// before anything is stored, and retries.
+func refuseEncodedBodies(c *fiber.Ctx) error {
+	enc := strings.TrimSpace(string(c.Request().Header.ContentEncoding()))
+	if enc != "" && !strings.EqualFold(enc, "identity") {
+		return problem(c, fiber.StatusUnsupportedMediaType, "unsupported-content-encoding",
+			"Unsupported Media Type", "request bodies must not be compressed (Content-Encoding: identity)")
+	}
+	return c.Next()
 }
 
 // closeChunked closes the connection after a chunked request. A request

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"hookgate/storage"
 )
@@ -102,7 +103,7 @@ func newRequest(ctx context.Context, ep *storage.Endpoint, job *storage.Job, n i
 		h.Set(k, v)
 	}
 	if ev.ContentType != "" {
-		h.Set("Content-Type", ev.ContentType)
+		h.Set("Content-Type", headerValue(ev.ContentType))
 	}
 	key := job.Delivery.IdempotencyKey
 	h.Set(HeaderIdempotencyKey, key)
@@ -113,15 +114,37 @@ func newRequest(ctx context.Context, ep *storage.Endpoint, job *storage.Job, n i
 	} else {
 		h.Del(HeaderWebhookSignature)
 	}
-	h.Set(HeaderEventType, ev.Type)
+	h.Set(HeaderEventType, headerValue(ev.Type))
 	h.Set(HeaderSource, ev.Source)
 	h.Set(HeaderAttempt, strconv.Itoa(n))
 	h.Set("User-Agent", userAgent)
 	return req, nil
 }
 
+// headerValue makes provider data (an event's type, its Content-Type) fit
+// for a header: net/http refuses to send a value with a control character
+// other than tab, so an event whose JSON type held "\n" could never be
+// delivered. Such bytes, and then '%' too, are percent-encoded (%0A); any
+// other value is sent as it is. The body still has the original.
+func headerValue(v string) string {
+	bad := func(c byte) bool { return c < ' ' && c != '\t' || c == 0x7f }
+	if !strings.ContainsFunc(v, func(r rune) bool { return r < 0x80 && bad(byte(r)) }) {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; bad(c) || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 // readExcerpt returns the first KiB of a body as valid UTF-8, drains a
-// little more so the connection can be reused, and closes it.
+// little more so the connection can be reused, and closes it. A character
+// cut by the limit is left out, not replaced.
 func readExcerpt(body io.ReadCloser) (string, error) {
 	defer body.Close()
 	b, err := io.ReadAll(io.LimitReader(body, responseExcerpt))
@@ -131,7 +154,24 @@ func readExcerpt(body io.ReadCloser) (string, error) {
 			err = nil
 		}
 	}
+	if len(b) == responseExcerpt {
+		b = trimCutRune(b)
+	}
 	return strings.ToValidUTF8(string(b), "\uFFFD"), err
+}
+
+// trimCutRune drops the start of a UTF-8 character at the end of b, if
+// the character does not end there.
+func trimCutRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // statusError is the error text of an attempt that got a response: empty

@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Fiber's Ctx.Body() inflates gzip, deflate and br bodies, without a
+// limit and before the signature check, and returns the decoder's error
+// text when that fails. Until 2026-11-29 ingest used it: a 2 KiB gzip
+// request (max_body 4 KiB here) was stored as a 2 MiB event, and two
+// different non-gzip bodies sent as gzip were both stored as
+// "gzip: invalid header", so the second was answered as a replay of the
+// first and dropped. Compressed bodies are now refused with 415 before
+// anything is read or stored, on both listeners; identity is accepted and
+// the raw bytes are stored.
+func TestCompressedBodiesAreRefused(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	fmt.Fprintf(zw, `{"id":"bomb-1","type":"x","pad":"%s"}`, strings.Repeat("a", 2<<20))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, encoding string
+		body           []byte
+	}{
+		{"gzip bomb", "gzip", zb.Bytes()},
+		{"not really gzip", "gzip", []byte(`order 1: ship 10 widgets`)},
+		{"deflate", "deflate", []byte(`order 2`)},
+		{"br", " BR ", []byte(`order 3`)},
+		{"two codings", "identity, gzip", []byte(`order 4`)},
+	} {
+		p := wantProblem(t, tc.name, 415, "-")(
+			g.post("open", tc.body, map[string]string{"Content-Encoding": tc.encoding}))
+		if !strings.HasSuffix(p.Type, "/unsupported-content-encoding") {
+			t.Fatalf("%s: problem type %q", tc.name, p.Type)
+		}
+	}
+	if evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil)); len(evs.Data) != 0 {
+		t.Fatalf("%d events stored from refused requests", len(evs.Data))
+	}
+
+	raw := []byte(`{"id":"plain-1","type":"x"}`)
+	st, _, b := g.post("open", raw, map[string]string{"Content-Encoding": "Identity"})
+	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	if got := storedBody(t, g, evt); !bytes.Equal(got, raw) {
+		t.Fatalf("stored body %q, sent %q", got, raw)
+	}
+
+	var ep bytes.Buffer
+	zw = gzip.NewWriter(&ep)
+	fmt.Fprint(zw, `{"url":"https://example.com/hook"}`)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, "admin POST", 415, "-")(
+		g.api("POST", "/endpoints", opToken, ep.Bytes(), "Content-Encoding", "gzip"))
+}
