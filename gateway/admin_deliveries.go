@@ -145,8 +145,12 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	eps := a.g.reg.current().endpoints
-	j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == d.Endpoint })
+	snap, done := a.g.reg.use() // until the retry is written
+	defer done()
+	eps := snap.endpoints
+	// The id alone is not enough: ids are global, and after a delete
+	// another tenant may have taken it.
+	j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == d.Endpoint && ep.Tenant == d.Tenant })
 	switch {
 	case j < 0:
 		return newAPIError(fiber.StatusConflict, "endpoint-deleted", "", "the delivery's endpoint no longer exists")

@@ -247,12 +247,20 @@ func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
-		return a.storeError(err, "endpoint")
-	}
-	a.g.reloadRegistry() // the dispatcher stops claiming for it
-	if _, err := a.g.store.CancelEndpoint(ctx, ep.ID); err != nil {
-		return a.storeError(err, "endpoint")
+	// Exclusive: a delivery for this endpoint written after the cancel,
+	// from a snapshot read before the delete, would never be sent.
+	err = a.g.reg.exclusive(func() error {
+		if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
+			return a.storeError(err, "endpoint")
+		}
+		a.g.reloadRegistry() // the dispatcher stops claiming for it
+		if _, err := a.g.store.CancelEndpoint(ctx, ep.ID); err != nil {
+			return a.storeError(err, "endpoint")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

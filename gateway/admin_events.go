@@ -130,7 +130,8 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
-	snap := a.g.reg.current()
+	snap, done := a.g.reg.use() // until the deliveries are written
+	defer done()
 	src := snap.sources[in.Source]
 	switch {
 	case in.Source == "":
@@ -170,6 +171,8 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	_, done := a.g.reg.use() // until the deliveries are written
+	defer done()
 	targets, err := a.replayTargets(&ev, in.Endpoints)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -60,4 +61,19 @@ func TestCompressedBodiesAreRefused(t *testing.T) {
 	}
 	wantProblem(t, "admin POST", 415, "-")(
 		g.api("POST", "/endpoints", opToken, ep.Bytes(), "Content-Encoding", "gzip"))
+}
+
+// storedBody returns the raw body of an event as the admin API shows it
+// (body, or body_base64 for non-UTF-8 bodies).
+func storedBody(t *testing.T, g *gw, evt string) []byte {
+	t.Helper()
+	ev := must[eventView](t, 200)(g.api("GET", "/events/"+evt, opToken, nil))
+	if ev.Body != nil {
+		return []byte(*ev.Body)
+	}
+	b, err := base64.StdEncoding.DecodeString(ev.BodyBase64)
+	if err != nil {
+		t.Fatalf("body_base64 %q: %v", ev.BodyBase64, err)
+	}
+	return b
 }

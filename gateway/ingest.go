@@ -20,7 +20,8 @@ var unstoredHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Pr
 // ingest handles POST /ingest/{source}: verify, dedupe, persist, answer.
 // The 202 is written only after the event and its deliveries are durable.
 func (g *Gateway) ingest(c *fiber.Ctx) error {
-	snap := g.reg.current()
+	snap, done := g.reg.use()
+	defer done()
 	src := snap.sources[c.Params("source")]
 	if src == nil {
 		g.metrics.ingest("", "unknown_source")

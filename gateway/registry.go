@@ -19,6 +19,13 @@ type registry struct {
 	log   *slog.Logger
 	snap  atomic.Pointer[snapshot]
 	mu    sync.Mutex // serialises reloads
+	// inUse is held (read side) by whoever writes deliveries for the
+	// endpoints of a snapshot, from reading the snapshot until the write is
+	// done, and (write side) by an endpoint's delete. Without it an ingest
+	// that read the snapshot before a delete could write its delivery after
+	// the delete had cancelled the endpoint's deliveries: a delivery left
+	// pending for an endpoint that no longer exists.
+	inUse sync.RWMutex
 }
 
 type snapshot struct {
@@ -64,3 +71,17 @@ func (r *registry) reload(ctx context.Context) (*snapshot, error) {
 }
 
 func (r *registry) current() *snapshot { return r.snap.Load() }
+
+// use returns the current snapshot for a write of deliveries to its
+// endpoints; call done once that write has returned.
+func (r *registry) use() (snap *snapshot, done func()) {
+	r.inUse.RLock()
+	return r.snap.Load(), r.inUse.RUnlock
+}
+
+// exclusive runs fn while no one writes deliveries from a snapshot.
+func (r *registry) exclusive(fn func() error) error {
+	r.inUse.Lock()
+	defer r.inUse.Unlock()
+	return fn()
+}

@@ -152,7 +152,8 @@ func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
 		return err
 	}
 	now := time.Now().UTC()
-	snap := r.reg.current()
+	snap, done := r.reg.use() // until the deliveries are written
+	defer done()
 	var ds []storage.Delivery
 	matched := 0
 	for i := range evs {

@@ -225,6 +225,10 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool
 	defer l.d.jobs.Done()
 	defer l.finished()
 	d := l.d
+	if job.Delivery.Tenant != ep.Tenant {
+		d.cancelForeign(&ep, job)
+		return
+	}
 	res := d.sender.send(d.attemptCtx, &ep, job)
 	if d.attemptCtx.Err() != nil && res.answer.StatusCode == 0 {
 		d.release(job)
@@ -334,6 +338,31 @@ func (d *Dispatcher) release(job *storage.Job) {
 	if err != nil {
 		d.log.Warn("release claim; it returns when its lease expires", "delivery", job.Delivery.ID, "err", err)
 	}
+}
+
+// cancelForeign cancels, unsent, a delivery whose endpoint id now names
+// another tenant's endpoint. Endpoint ids are global: once a tenant
+// deletes an endpoint, another may create one with the same id, and a
+// delivery written for the old one (an ingest or replay that raced the
+// delete, a retry) must never carry its event across tenants. Nothing
+// counts against the endpoint's circuit.
+func (d *Dispatcher) cancelForeign(ep *storage.Endpoint, job *storage.Job) {
+	out := &storage.Outcome{
+		Delivery: job.Delivery.ID,
+		Lease:    job.Delivery.LeaseUntil,
+		Attempt: storage.Attempt{N: job.Delivery.AttemptCount + 1, At: d.cfg.Now(),
+			Error: "not sent: the endpoint id now names an endpoint of another tenant"},
+		State: storage.StateCancelled,
+	}
+	ctx, cancel := d.writeContext()
+	defer cancel()
+	err := d.cfg.Store.Complete(ctx, out)
+	if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+		d.log.Error("cancel a delivery for another tenant's endpoint", "delivery", job.Delivery.ID, "err", err)
+		return
+	}
+	d.log.Warn("delivery cancelled unsent: its endpoint id now belongs to another tenant",
+		"endpoint", ep.ID, "delivery", job.Delivery.ID)
 }
 
 // stateOf is the delivery state a verdict leads to.

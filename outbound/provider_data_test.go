@@ -102,3 +102,27 @@ func TestResponseExcerptIsAPrefixOfTheResponse(t *testing.T) {
 			len(got), got[max(0, len(got)-8):], responseExcerpt)
 	}
 }
+
+// Endpoint ids are global: after a tenant deletes an endpoint, another may
+// create one with the same id. A delivery written for the old endpoint
+// (a replay or retry that raced the delete) then sits in the new
+// endpoint's outbox. It must be cancelled unsent, never delivered to the
+// other tenant, and not count against the new endpoint's circuit.
+func TestDeliveryForAnotherTenantsEndpointIsCancelledUnsent(t *testing.T) {
+	db, _ := openDB(t)
+	rc := newReceiver(t, nil)
+	ep := testEndpoint(t, db, "shared", rc.URL, func(ep *storage.Endpoint) { ep.Tenant = "globex" })
+	foreign := accept(t, db, event{}, ep)[0] // written for tenant acme
+	d := startDispatcher(t, db, Config{CircuitFailures: 1}, ep)
+	d.Notify()
+	waitFor(t, wait, "the foreign delivery to be cancelled", inState(t, db, foreign.ID, storage.StateCancelled))
+	if n := rc.count(); n != 0 {
+		t.Fatalf("globex's endpoint received %d requests for acme's event", n)
+	}
+	if c := circuitOf(d, ep.ID); c != circuitClosed {
+		t.Fatalf("circuit %s after a cancelled foreign delivery", c)
+	}
+	if as := attempts(t, db, foreign.ID); len(as) != 1 || !strings.Contains(as[0].Error, "another tenant") {
+		t.Fatalf("attempts %+v, want one saying why it was not sent", as)
+	}
+}

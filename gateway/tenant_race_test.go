@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// Endpoint ids are global, so once acme deletes its endpoint "shared",
+// globex may create one with the same id. acme's old delivery to "shared"
+// is still acme's and retryable; until 2026-11-29 POST
+// /deliveries/{id}/retry looked the endpoint up by id only, answered 202,
+// and the dispatcher sent acme's event to globex's URL, signed with
+// globex's secret (SPEC 5: a tenant sees and changes only its tenant).
+// The retry is refused like any retry of a deleted endpoint's delivery.
+func TestRetryRefusesAnEndpointIDTakenByAnotherTenant(t *testing.T) {
+	acmeRcv := newReceiver(t)
+	globexRcv := newReceiver(t)
+	g := startGateway(t, gwOptions{})
+
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "shared", "url": acmeRcv.url("acme")}))
+	st, _, b := g.post("open", []byte(`{"id":"acme-private-1","type":"payroll.run","ssn":"123-45-6789"}`), nil)
+	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	var dlv string
+	waitFor(t, 10*time.Second, "acme's delivery to succeed", func() bool {
+		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		if len(ds) == 1 && ds[0].State == "succeeded" {
+			dlv = ds[0].ID
+			return true
+		}
+		return false
+	})
+
+	// acme deletes its endpoint; the id is free, and globex takes it.
+	if st, _, b := g.api("DELETE", "/endpoints/shared", acmeToken, nil); st != 204 {
+		t.Fatalf("delete: %d %s", st, b)
+	}
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "shared", "tenant": "globex", "url": globexRcv.url("globex")}))
+	// globex's endpoint is invisible to acme.
+	wantProblem(t, "globex's endpoint as seen by acme", 404, "")(g.api("GET", "/endpoints/shared", acmeToken, nil))
+
+	// acme retries its own old delivery.
+	wantProblem(t, "retry after the endpoint id moved to another tenant", 409, "-")(
+		g.api("POST", "/deliveries/"+dlv+"/retry", acmeToken, nil))
+	if n := globexRcv.count(); n != 0 {
+		t.Fatalf("globex's receiver got %d requests", n)
+	}
+}
+
+// gatedStore holds the next Accept, once armed, until gate is closed, and
+// reports DeleteEndpoint calls on deleting.
+type gatedStore struct {
+	storage.Store
+	armed    atomic.Bool
+	entered  chan struct{}
+	gate     chan struct{}
+	deleting chan struct{}
+}
+
+func (s *gatedStore) DeleteEndpoint(ctx context.Context, id string) error {
+	select {
+	case s.deleting <- struct{}{}:
+	default:
+	}
+	return s.Store.DeleteEndpoint(ctx, id)
+}
+
+func (s *gatedStore) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		s.entered <- struct{}{}
+		<-s.gate
+	}
+	return s.Store.Accept(ctx, req)
+}
+
+// An ingest reads the endpoints (a snapshot) before its store write; a
+// DELETE /endpoints/{id} cancels the endpoint's live deliveries. Until
+// 2026-11-29 nothing ordered the two: a delete that ran while an ingest
+// was between its snapshot and its write answered 204, and the ingest
+// then wrote a pending delivery to the deleted endpoint that nobody
+// cancelled (and that another tenant's endpoint with the same id would
+// have claimed). Now the delete waits for such writes.
+//
+// The test holds one ingest inside Store.Accept, starts the delete, and
+// lets the ingest go on as soon as the delete reaches the store, or after
+// two seconds if it does not (it must not: it waits for the ingest).
+func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
+	acmeRcv := newReceiver(t)
+	gs := &gatedStore{entered: make(chan struct{}), gate: make(chan struct{}), deleting: make(chan struct{}, 1)}
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { gs.Store = s; return gs }})
+
+	// A slow rate limit: after the first delivery the endpoint has no
+	// token, so the racing ingest writes its delivery pending (no hand-off).
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "shared", "url": acmeRcv.url("acme"), "rate_limit": 0.01}))
+	st, _, b := g.post("open", []byte(`{"id":"warm-up"}`), nil)
+	must[jsonMap](t, 202)(st, nil, b)
+	waitFor(t, 10*time.Second, "the first delivery", func() bool { return acmeRcv.count() == 1 })
+
+	gs.armed.Store(true)
+	type answer struct {
+		st   int
+		body []byte
+		err  error
+	}
+	ingested := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post("http://"+g.PublicAddr()+"/ingest/open", "application/json",
+			strings.NewReader(`{"id":"acme-2"}`))
+		if err != nil {
+			ingested <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		ingested <- answer{resp.StatusCode, body, err}
+	}()
+	<-gs.entered // the ingest holds its snapshot (with "shared") and waits to write
+	deleted := make(chan int, 1)
+	go func() {
+		st, _, _ := g.api("DELETE", "/endpoints/shared", acmeToken, nil)
+		deleted <- st
+	}()
+	select {
+	case <-gs.deleting:
+		t.Error("the delete reached the store while an ingest with the endpoint was in flight")
+	case <-time.After(2 * time.Second):
+	}
+	close(gs.gate)
+	a := <-ingested
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	evt := must[jsonMap](t, 202)(a.st, nil, a.body)["id"].(string)
+	if st := <-deleted; st != 204 {
+		t.Fatalf("delete: %d", st)
+	}
+	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+	if len(ds) != 1 || ds[0].State != "cancelled" {
+		t.Fatalf("deliveries of the racing event %+v, want one, cancelled by the delete", ds)
+	}
+}
