@@ -49,7 +49,7 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 		// Absent, expired, or a lease left behind by a dead request: take it.
 		res = storage.IdemResult{State: storage.IdemNew, LeaseUntil: c.LeaseUntil}
 		rec = idemRecord{Hash: c.RequestHash, LeaseUntil: c.LeaseUntil, Expires: c.LeaseUntil}
-		return putRecordTTL(txn, k, &rec, c.LeaseUntil.Sub(c.Now)+time.Hour)
+		return putRecordUntil(txn, k, &rec, time.Now().Add(c.LeaseUntil.Sub(c.Now)+time.Hour))
 	})
 	return res, err
 }
@@ -63,7 +63,7 @@ func (db *DB) FinishKey(ctx context.Context, tenant, key string, resp storage.Re
 			return err
 		}
 		rec.Done, rec.LeaseUntil, rec.Response, rec.Expires = true, time.Time{}, resp, expires
-		return putRecordTTL(txn, k, &rec, time.Until(expires))
+		return putRecordUntil(txn, k, &rec, expires)
 	})
 }
 
@@ -74,14 +74,32 @@ func (db *DB) AbandonKey(ctx context.Context, tenant, key string) error {
 	})
 }
 
-func putRecordTTL(txn *bdg.Txn, k []byte, v any, ttl time.Duration) error {
+// putRecordUntil writes a record that Badger keeps until at least until
+// (forever if until is zero).
+func putRecordUntil(txn *bdg.Txn, k []byte, v any, until time.Time) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
 	}
 	e := bdg.NewEntry(k, b)
-	if ttl > 0 {
-		e = e.WithTTL(ttl)
-	}
+	e.ExpiresAt = expiresAt(until)
 	return txn.SetEntry(e)
+}
+
+// expiresAt is Badger's expiry for a record that must be readable until t
+// (0, never, for a zero t). Badger counts whole Unix seconds and drops a
+// record once its second has begun, so t is rounded up: Entry.WithTTL
+// rounds down, and dedupe records and admin answers vanished up to a
+// second before their window ended (a resend then became a second event).
+// A t already past gives a record that is expired at once, not one that
+// never expires.
+func expiresAt(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return uint64(max(s, 1))
 }

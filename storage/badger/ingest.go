@@ -56,9 +56,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		}
 		res = storage.AcceptResult{Response: req.Response}
 		e := bdg.NewEntry(k, rec)
-		if ttl := time.Until(req.DedupeUntil); ttl > 0 {
-			e = e.WithTTL(ttl)
-		}
+		e.ExpiresAt = expiresAt(req.DedupeUntil)
 		if err := txn.SetEntry(e); err != nil {
 			return err
 		}

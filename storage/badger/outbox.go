@@ -33,8 +33,10 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 				stale = append(stale, q.key)
 			case err != nil:
 				return err
-			case d.State.Terminal() || !dueAt(&d).Equal(q.due):
-				stale = append(stale, q.key) // the record moved on
+			case d.State.Terminal() || dueNanos(dueAt(&d)) != dueNanos(q.due):
+				// The record moved on. (Compared as keys store them: a
+				// due time before 1970 is kept at 0.)
+				stale = append(stale, q.key)
 			default:
 				ds = append(ds, d)
 			}
@@ -65,13 +67,17 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 		return nil
 	})
 	if err != nil || len(claimed) == 0 {
-		return nil, nil
+		return nil, err // until 2026-11-29 an error was reported as nothing due
 	}
 	jobs := make([]storage.Job, 0, len(claimed))
 	err = db.view(func(txn *bdg.Txn) error {
 		for _, d := range claimed {
 			var ev storage.Event
-			if err := getRecord(txn, eventKey(d.Event), &ev); err != nil {
+			err := getRecord(txn, eventKey(d.Event), &ev)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue // purged, with its delivery, since the claim
+			}
+			if err != nil {
 				return fmt.Errorf("event %s of delivery %s: %w", d.Event, d.ID, err)
 			}
 			jobs = append(jobs, storage.Job{Delivery: d, Event: ev})

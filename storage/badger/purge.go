@@ -9,9 +9,17 @@ import (
 	"hookgate/storage"
 )
 
+// purgeKeyBudget bounds the keys one Purge deletes. Badger refuses a
+// transaction of more than ~52,000 keys (32 MiB memtable), and an event
+// with many deliveries and attempts has hundreds: 256 of those in one
+// transaction failed every time, and retention stopped for good.
+const purgeKeyBudget = 16_384
+
 // Purge deletes up to limit events received before cutoff, with their
-// deliveries, outbox entries and attempts. Event IDs are time-ordered, so
-// the oldest events are the first keys.
+// deliveries, outbox entries and attempts, in one transaction of at most
+// purgeKeyBudget keys (so it may delete fewer, but always at least one
+// event when one is due). Event IDs are time-ordered, so the oldest events
+// are the first keys.
 func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
@@ -35,19 +43,22 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 		}
 		it.Close()
 		for _, ev := range events {
-			dels = append(dels, eventKey(ev.ID), tenantEventKey(ev.Tenant, ev.ID))
 			ks, err := eventDeliveryKeys(txn, ev.ID)
 			if err != nil {
 				return err
 			}
+			if n > 0 && len(dels)+len(ks)+2 > purgeKeyBudget {
+				break // the rest in the next call
+			}
+			dels = append(dels, eventKey(ev.ID), tenantEventKey(ev.Tenant, ev.ID))
 			dels = append(dels, ks...)
+			n++
 		}
 		for _, k := range dels {
 			if err := txn.Delete(k); err != nil {
 				return err
 			}
 		}
-		n = len(events)
 		return nil
 	})
 	return n, err
