@@ -90,8 +90,12 @@ type DB struct {
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
 
-	// committed and synced count batches: committed by the writer, made
-	// durable by the syncer. durable is closed and replaced after each sync.
+	// applying, committed and synced count batches: started and finished
+	// (committed or failed) by the writer, made durable by the syncer.
+	// A batch is readable before its commit returns, so a reader's target
+	// is applying, not committed. durable is closed and replaced after each
+	// sync.
+	applying  atomic.Uint64
 	committed atomic.Uint64
 	synced    atomic.Uint64
 	syncMu    sync.Mutex
@@ -288,10 +292,15 @@ func (db *DB) commit(batch []*op) {
 		release(batch, err)
 		return
 	}
+	db.applying.Add(1)
 	err := db.apply(batch)
+	db.committed.Add(1)
 	if err != nil {
 		// Floors may have moved past entries this batch did not move after all.
 		db.floors.reset()
+		// A reader may have taken this batch into its target: let a sync
+		// run so that synced passes it.
+		db.syncs <- nil
 	}
 	if errors.Is(err, bdg.ErrTxnTooBig) && len(batch) > 1 {
 		db.commit(batch[:len(batch)/2])
@@ -302,7 +311,6 @@ func (db *DB) commit(batch []*op) {
 		release(batch, err)
 		return
 	}
-	db.committed.Add(1)
 	db.syncs <- batch
 }
 
@@ -384,8 +392,10 @@ func (db *DB) failure() error {
 
 // waitDurable returns once everything committed before the call is
 // durable: a caller that read data (say a dedupe record) may act on it.
+// The target counts the batch being committed too: its writes may be
+// visible before its commit returns.
 func (db *DB) waitDurable(ctx context.Context) error {
-	target := db.committed.Load()
+	target := db.applying.Load()
 	for db.synced.Load() < target {
 		if err := db.failure(); err != nil {
 			return err
