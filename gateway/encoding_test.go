@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -76,4 +78,38 @@ func storedBody(t *testing.T, g *gw, evt string) []byte {
 		t.Fatalf("body_base64 %q: %v", ev.BodyBase64, err)
 	}
 	return b
+}
+
+// Errors Fiber raises before any handler (no route, wrong method) are
+// problem+json too, with every field SPEC 3 names, detail included, and
+// without echoing the request's path.
+func TestRouteErrorsAreCompleteProblems(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	for _, tc := range []struct {
+		what   string
+		status int
+		call   func() (int, http.Header, []byte)
+	}{
+		{"unknown admin route", 404, func() (int, http.Header, []byte) {
+			return g.api("GET", "/no-such-thing-xyz", opToken, nil)
+		}},
+		{"wrong method on ingest", 405, func() (int, http.Header, []byte) {
+			resp, err := http.Get("http://" + g.PublicAddr() + "/ingest/open")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, resp.Header, b
+		}},
+	} {
+		st, hdr, b := tc.call()
+		p := wantProblem(t, tc.what, tc.status, "-")(st, hdr, b)
+		if p.Detail == "" {
+			t.Errorf("%s: problem without detail: %s", tc.what, b)
+		}
+		if strings.Contains(string(b), "no-such-thing-xyz") || strings.Contains(string(b), "/ingest/open") {
+			t.Errorf("%s: problem echoes the path: %s", tc.what, b)
+		}
+	}
 }

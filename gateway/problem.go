@@ -49,16 +49,33 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	status := fiber.StatusInternalServerError
 	title := "Internal Server Error"
 	slug := "internal"
-	detail := ""
 	if fe, ok := err.(*fiber.Error); ok {
 		status = fe.Code
 		title = statusText(fe.Code)
 		slug = problemSlug(fe.Code)
-		if fe.Code == fiber.StatusRequestEntityTooLarge {
-			detail = "the request body is larger than the configured limit"
-		}
 	}
-	return problem(c, status, slug, title, detail)
+	return problem(c, status, slug, title, errorDetail(status))
+}
+
+// errorDetail explains the errors that Fiber raises before a handler runs.
+// Fiber's own messages are not used: they echo the request's path.
+func errorDetail(status int) string {
+	switch status {
+	case fiber.StatusRequestEntityTooLarge:
+		return "the request body is larger than the configured limit"
+	case fiber.StatusNotFound:
+		return "no route for this method and path"
+	case fiber.StatusMethodNotAllowed:
+		return "this route does not take this method"
+	case fiber.StatusBadRequest:
+		return "the request could not be parsed"
+	case fiber.StatusInternalServerError:
+		return "the gateway failed to answer; its log has the cause"
+	}
+	if status >= 500 {
+		return "the gateway could not answer"
+	}
+	return "the request was refused"
 }
 
 func statusText(code int) string {
