@@ -92,15 +92,18 @@ func (a *adminAPI) getEvent(c *fiber.Ctx) error {
 func (a *adminAPI) visibleEvent(c *fiber.Ctx) (storage.Event, error) {
 	id := c.Params("id")
 	ev, err := a.g.store.GetEvent(c.UserContext(), id)
-	if errors.Is(err, storage.ErrNotFound) && a.pastRetention(id) {
-		return ev, newAPIError(fiber.StatusGone, "event-expired", "",
+	// Another tenant's event answers like one that does not exist, also
+	// past retention, before the sweep has deleted it (410, not 404).
+	hidden := errors.Is(err, storage.ErrNotFound) || err == nil && !who(c).sees(ev.Tenant)
+	if hidden && a.pastRetention(id) {
+		return storage.Event{}, newAPIError(fiber.StatusGone, "event-expired", "",
 			"the event is older than the retention period; its payload was deleted and it cannot be shown or replayed")
 	}
 	if err != nil {
 		return ev, a.storeError(err, "event")
 	}
-	if !who(c).sees(ev.Tenant) {
-		return ev, notFound("event")
+	if hidden {
+		return storage.Event{}, notFound("event")
 	}
 	return ev, nil
 }

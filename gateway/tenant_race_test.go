@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -143,5 +146,38 @@ func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
 	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 	if len(ds) != 1 || ds[0].State != "cancelled" {
 		t.Fatalf("deliveries of the racing event %+v, want one, cancelled by the delete", ds)
+	}
+}
+
+// unsweptStore never purges: the state between an event passing the
+// retention cutoff and the next retention sweep.
+type unsweptStore struct{ storage.Store }
+
+func (unsweptStore) Purge(context.Context, time.Time, int) (int, error) { return 0, nil }
+
+// An id older than retention answers 410 when no event has it. Until
+// 2026-11-29 one that existed in another tenant, not yet swept, answered
+// 404: a tenant token could tell the two apart (SPEC 5: no existence leak).
+func TestExpiredEventIDsDoNotRevealOtherTenants(t *testing.T) {
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { return unsweptStore{s} }})
+	old := time.Now().UTC().Add(-31 * 24 * time.Hour) // retention is 720h by default
+	ev := storage.Event{
+		ID: storage.NewID("evt_", old), Tenant: "globex", Source: "other", EventID: "old-1", ReceivedAt: old,
+		ContentType: "application/json", Body: []byte(`{}`), IdempotencyKey: storage.IdempotencyKey("globex", "other", "old-1"),
+	}
+	if _, err := g.Store().Accept(context.Background(), &storage.AcceptRequest{
+		Key: storage.DedupeKey{Tenant: "globex", Source: "other", EventID: "old-1"}, BodyHash: sha256.Sum256(ev.Body),
+		DedupeUntil: time.Now().Add(time.Hour), Event: ev, Response: storage.Response{Status: 202, Body: []byte(`{}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	never := storage.NewID("evt_", old)
+	for _, r := range []struct{ method, path string }{{"GET", "/events/%s"}, {"POST", "/events/%s/replay"}} {
+		fst, _, fb := g.api(r.method, fmt.Sprintf(r.path, ev.ID), acmeToken, nil)
+		nst, _, nb := g.api(r.method, fmt.Sprintf(r.path, never), acmeToken, nil)
+		if fst != nst || !bytes.Equal(fb, nb) {
+			t.Errorf("%s %s as acme: globex's old event %d %s, an id that never existed %d %s; want the same answer",
+				r.method, r.path, fst, fb, nst, nb)
+		}
 	}
 }
