@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -67,12 +68,12 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 		e.retryAfter = int(max(1, math.Ceil(res.LeaseUntil.Sub(now).Seconds())))
 		return e
 	}
-	return a.runClaimed(c, tenant, key)
+	return a.runClaimed(c, tenant, key, res.LeaseUntil)
 }
 
 // runClaimed executes a request whose key this process holds, then stores
 // its answer (or drops the claim after a 5xx, so that a retry runs again).
-func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string) error {
+func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time) error {
 	if err := c.Next(); err != nil {
 		if werr := adminErrorHandler(c, err); werr != nil {
 			return werr
@@ -82,13 +83,19 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string) error {
 	defer cancel()
 	status := c.Response().StatusCode()
 	if status >= fiber.StatusInternalServerError {
-		if err := a.g.store.AbandonKey(ctx, tenant, key); err != nil {
+		if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			a.g.log.Warn("admin api: drop idempotency claim", "err", err)
 		}
 		return nil
 	}
 	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
-	if err := a.g.store.FinishKey(ctx, tenant, key, resp, a.now().Add(a.g.cfg.Dedupe.TTL.D())); err != nil {
+	err := a.g.store.FinishKey(ctx, tenant, key, lease, resp, a.now().Add(a.g.cfg.Dedupe.TTL.D()))
+	switch {
+	case errors.Is(err, storage.ErrLeaseLost):
+		// It ran past its lease and another request holds the key now:
+		// that one's answer is the one to keep.
+		a.g.log.Warn("admin api: request outlived its idempotency lease; its answer is not stored", "key_tenant", tenant)
+	case err != nil:
 		// The request had its effect; its claim expires after the lease.
 		a.g.log.Error("admin api: store idempotent answer", "err", err)
 	}

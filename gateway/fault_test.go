@@ -165,12 +165,12 @@ func (f *faultyStore) ClaimKey(ctx context.Context, c storage.IdemClaim) (r stor
 	return r, err
 }
 
-func (f *faultyStore) FinishKey(ctx context.Context, tenant, key string, resp storage.Response, exp time.Time) error {
-	return f.run("FinishKey", func() error { return f.Store.FinishKey(ctx, tenant, key, resp, exp) })
+func (f *faultyStore) FinishKey(ctx context.Context, tenant, key string, lease time.Time, resp storage.Response, exp time.Time) error {
+	return f.run("FinishKey", func() error { return f.Store.FinishKey(ctx, tenant, key, lease, resp, exp) })
 }
 
-func (f *faultyStore) AbandonKey(ctx context.Context, tenant, key string) error {
-	return f.run("AbandonKey", func() error { return f.Store.AbandonKey(ctx, tenant, key) })
+func (f *faultyStore) AbandonKey(ctx context.Context, tenant, key string, lease time.Time) error {
+	return f.run("AbandonKey", func() error { return f.Store.AbandonKey(ctx, tenant, key, lease) })
 }
 
 func (f *faultyStore) PutReplay(ctx context.Context, job *storage.ReplayJob) error {

@@ -121,11 +121,15 @@ type Idempotency interface {
 	// ClaimKey atomically claims (tenant, key) for a request with the given
 	// hash. See IdemState for the outcomes.
 	ClaimKey(ctx context.Context, c IdemClaim) (IdemResult, error)
-	// FinishKey stores the response of a claimed key until expiry.
-	FinishKey(ctx context.Context, tenant, key string, resp Response, expires time.Time) error
+	// FinishKey stores the response of a claimed key until expiry. lease
+	// is the claim's LeaseUntil (from IdemNew): if the key is no longer
+	// held under it (the lease ran out and another request took the key),
+	// nothing is stored and the error is ErrLeaseLost.
+	FinishKey(ctx context.Context, tenant, key string, lease time.Time, resp Response, expires time.Time) error
 	// AbandonKey drops a claim whose request failed before it had an effect,
-	// so that a retry executes it again.
-	AbandonKey(ctx context.Context, tenant, key string) error
+	// so that a retry executes it again; a claim no longer held under lease
+	// is left alone (ErrLeaseLost).
+	AbandonKey(ctx context.Context, tenant, key string, lease time.Time) error
 }
 
 // Replays keeps bulk replay jobs.

@@ -54,12 +54,13 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 	return res, err
 }
 
-// FinishKey stores the response of a claimed key until expires.
-func (db *DB) FinishKey(ctx context.Context, tenant, key string, resp storage.Response, expires time.Time) error {
+// FinishKey stores the response of a key claimed under lease until
+// expires.
+func (db *DB) FinishKey(ctx context.Context, tenant, key string, lease time.Time, resp storage.Response, expires time.Time) error {
 	k := idemKey(tenant, key)
 	return db.update(ctx, 256+len(resp.Body), func(txn *bdg.Txn) error {
-		var rec idemRecord
-		if err := getRecord(txn, k, &rec); err != nil {
+		rec, err := heldKey(txn, k, lease)
+		if err != nil {
 			return err
 		}
 		rec.Done, rec.LeaseUntil, rec.Response, rec.Expires = true, time.Time{}, resp, expires
@@ -68,10 +69,33 @@ func (db *DB) FinishKey(ctx context.Context, tenant, key string, resp storage.Re
 }
 
 // AbandonKey drops a claim so that a retry executes the request again.
-func (db *DB) AbandonKey(ctx context.Context, tenant, key string) error {
+func (db *DB) AbandonKey(ctx context.Context, tenant, key string, lease time.Time) error {
+	k := idemKey(tenant, key)
 	return db.update(ctx, 64, func(txn *bdg.Txn) error {
-		return txn.Delete(idemKey(tenant, key))
+		if _, err := heldKey(txn, k, lease); err != nil {
+			return err
+		}
+		return txn.Delete(k)
 	})
+}
+
+// heldKey reads a key's record if it is still claimed under lease. A
+// request that outlived its lease must not store its answer over, or drop,
+// the claim of the request that took the key over (with another body,
+// possibly).
+func heldKey(txn *bdg.Txn, k []byte, lease time.Time) (idemRecord, error) {
+	var rec idemRecord
+	err := getRecord(txn, k, &rec)
+	if errors.Is(err, storage.ErrNotFound) {
+		return rec, storage.ErrLeaseLost
+	}
+	if err != nil {
+		return rec, err
+	}
+	if rec.Done || !rec.LeaseUntil.Equal(lease) {
+		return rec, storage.ErrLeaseLost
+	}
+	return rec, nil
 }
 
 // putRecordUntil writes a record that Badger keeps until at least until

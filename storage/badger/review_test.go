@@ -190,7 +190,7 @@ func TestIdempotencyAnswerLastsItsWindow(t *testing.T) {
 	}
 	sec := now.Truncate(time.Second).Add(2 * time.Second)
 	expires := sec.Add(900 * time.Millisecond)
-	if err := db.FinishKey(ctx, "t", "k", storage.Response{Status: 201, Body: []byte(`{}`)}, expires); err != nil {
+	if err := db.FinishKey(ctx, "t", "k", res.LeaseUntil, storage.Response{Status: 201, Body: []byte(`{}`)}, expires); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, sec.Add(200*time.Millisecond))

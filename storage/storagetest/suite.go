@@ -633,8 +633,9 @@ func testIdempotencyKeys(t *testing.T, o Opener) {
 	claim := func(tenant string, h [32]byte, at time.Time) storage.IdemResult {
 		return must(s.ClaimKey(ctx, storage.IdemClaim{Tenant: tenant, Key: "k1", RequestHash: h, Now: at, LeaseUntil: at.Add(30 * time.Second)}))
 	}
-	if r := claim("acme", h1, now); r.State != storage.IdemNew {
-		t.Fatalf("first claim: %+v", r)
+	first := claim("acme", h1, now)
+	if first.State != storage.IdemNew {
+		t.Fatalf("first claim: %+v", first)
 	}
 	if r := claim("acme", h1, now); r.State != storage.IdemInProgress {
 		t.Fatalf("while running: %+v", r)
@@ -646,21 +647,35 @@ func testIdempotencyKeys(t *testing.T, o Opener) {
 		t.Fatalf("keys are scoped per tenant: %+v", r)
 	}
 	// The first holder died: after its lease the next retry executes.
-	if r := claim("acme", h1, now.Add(31*time.Second)); r.State != storage.IdemNew {
-		t.Fatalf("after lease expiry: %+v", r)
+	second := claim("acme", h1, now.Add(31*time.Second))
+	if second.State != storage.IdemNew {
+		t.Fatalf("after lease expiry: %+v", second)
+	}
+	// Had it only stalled, it can neither store its answer over the new
+	// holder's claim nor drop that claim.
+	stale := storage.Response{Status: 500, Body: []byte(`stale`)}
+	if err := s.FinishKey(ctx, "acme", "k1", first.LeaseUntil, stale, now.Add(time.Hour)); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("finish under a lost lease: %v, want ErrLeaseLost", err)
+	}
+	if err := s.AbandonKey(ctx, "acme", "k1", first.LeaseUntil); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("abandon under a lost lease: %v, want ErrLeaseLost", err)
+	}
+	if r := claim("acme", h1, now.Add(32*time.Second)); r.State != storage.IdemInProgress {
+		t.Fatalf("the new holder's claim after a stale finish and abandon: %+v", r)
 	}
 	resp := storage.Response{Status: 202, Body: []byte(`{"ok":true}`)}
-	ok(s.FinishKey(ctx, "acme", "k1", resp, now.Add(time.Hour)))
+	ok(s.FinishKey(ctx, "acme", "k1", second.LeaseUntil, resp, now.Add(time.Hour)))
 	if r := claim("acme", h1, now.Add(time.Minute)); r.State != storage.IdemReplay || string(r.Response.Body) != `{"ok":true}` || r.Response.Status != 202 {
 		t.Fatalf("replay: %+v", r)
 	}
 	if r := claim("acme", h2, now.Add(time.Minute)); r.State != storage.IdemMismatch {
 		t.Fatalf("reuse with another request: %+v", r)
 	}
-	if r := claim("acme", h2, now.Add(2*time.Hour)); r.State != storage.IdemNew {
-		t.Fatalf("after expiry: %+v", r)
+	third := claim("acme", h2, now.Add(2*time.Hour))
+	if third.State != storage.IdemNew {
+		t.Fatalf("after expiry: %+v", third)
 	}
-	ok(s.AbandonKey(ctx, "acme", "k1"))
+	ok(s.AbandonKey(ctx, "acme", "k1", third.LeaseUntil))
 	if r := claim("acme", h1, now.Add(2*time.Hour)); r.State != storage.IdemNew {
 		t.Fatalf("after abandon: %+v", r)
 	}
