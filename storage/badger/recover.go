@@ -10,9 +10,10 @@ import (
 	"hookgate/storage"
 )
 
-// staleClaimWindow bounds how far ahead of now Open looks for claims: a
-// lease is the attempt timeout plus a margin, so claims made by a process
-// that died are never due further ahead than this.
+// staleClaimWindow bounds how far ahead of now, beyond an endpoint's
+// attempt timeout, Open looks for claims: a lease is the attempt timeout
+// plus a margin (or the dispatcher's default lease, a minute), so claims
+// made by a process that died are never due further ahead than this.
 const staleClaimWindow = 10 * time.Minute
 
 // releaseStaleClaims makes every delivery still claimed by an earlier
@@ -39,7 +40,7 @@ func (db *DB) releaseStaleClaims(ctx context.Context, now time.Time) (int, error
 				if !ok {
 					continue
 				}
-				if due.After(now.Add(staleClaimWindow)) {
+				if due.After(now.Add(ep.Timeout + staleClaimWindow)) {
 					break
 				}
 				d, err := getDelivery(txn, id)

@@ -244,3 +244,38 @@ func TestZeroDueDeliveryStaysInTheOutbox(t *testing.T) {
 			claimed, got.State, live)
 	}
 }
+
+// Was a bug (recover.go): Open released claims of a dead process only if
+// their lease ended within 10 minutes, but an endpoint with a longer
+// timeout gets a longer lease: its claims waited out the lease after a
+// restart instead of being due at once.
+func TestOpenReleasesLongLeases(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, now := context.Background(), time.Now().UTC()
+	if err := db.PutEndpoint(ctx, &storage.Endpoint{ID: "slow", Timeout: 20 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Accept(ctx, reviewEvent("long-1", now, now.Add(time.Hour), "slow")); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := db.Claim(ctx, "slow", now, 1, 20*time.Minute+30*time.Second)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %d", err, len(claimed))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	jobs, err := db.Claim(ctx, "slow", time.Now(), 1, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("after reopen %d deliveries due now (%v), want the one a dead process held", len(jobs), err)
+	}
+}
