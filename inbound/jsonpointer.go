@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -182,11 +183,43 @@ func decodeString(s []byte) string {
 // quoted reports whether s is long enough to be a raw JSON string with both quotes.
 func quoted(s []byte) bool { return len(s) >= 2 && s[len(s)-1] == '"' }
 
-// needsDecode reports whether a string's raw contents differ from its value.
+// needsDecode reports whether a string's raw contents differ from its value:
+// an escape anywhere, or invalid UTF-8. (Until 2026-11-29 it looked only at the
+// first byte that was an escape or non-ASCII, so "café\u0026" kept its escape.)
 func needsDecode(inner []byte) bool {
-	for _, c := range inner {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return c == '\\' || !utf8.Valid(inner)
+	return bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner)
+}
+
+// maxJSONDepth is encoding/json's nesting limit: a deeper document is not
+// valid JSON to it.
+const maxJSONDepth = 10000
+
+// tooDeep reports whether doc nests arrays and objects deeper than
+// maxJSONDepth. It runs before gjson's validator, which recurses without a
+// bound: 1 MiB of "[" cost it ~64 MB of stack and a quarter of a second.
+func tooDeep(doc []byte) bool {
+	// Cheap first: so deep a document needs that many openings.
+	if len(doc) <= maxJSONDepth || bytes.Count(doc, []byte("["))+bytes.Count(doc, []byte("{")) <= maxJSONDepth {
+		return false
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > maxJSONDepth {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
 		}
 	}
 	return false
