@@ -463,6 +463,9 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint) error {
 		return err
 	}
 	switch {
+	case ep.Retry.MaxElapsed > a.g.cfg.Retention.D():
+		return unprocessable("retry.max_elapsed", fmt.Sprintf(
+			"must not exceed the gateway's retention (%s): the retention sweep deletes events with their deliveries", a.g.cfg.Retention.D()))
 	case ep.MaxInFlight < 1:
 		return unprocessable("max_in_flight", "must be at least 1")
 	case ep.RateLimit < 0:

@@ -119,7 +119,12 @@ func TestAdminBulkReplay(t *testing.T) {
 // for the event, also to a replay, and 404 for its deliveries.
 func TestAdminRetentionPurgesOldEvents(t *testing.T) {
 	rcv := newReceiver(t)
-	g := startGateway(t, gwOptions{extra: fmt.Sprintf("retention: 1s\nendpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a"))})
+	g := startGateway(t, gwOptions{
+		extra: fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
+		// Shorter than the retry window, which a config may not be (the
+		// sweep would delete deliveries still retrying); this one succeeds.
+		config: func(c *Config) { c.Retention = Duration(time.Second) },
+	})
 	st, _, b := g.post("open", []byte(`{"id":"old"}`), nil)
 	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })

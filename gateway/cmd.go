@@ -42,8 +42,18 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 		if err := fl.Parse(args); err != nil {
 			return 2
 		}
+		// "check-config FILE" means that file: checking ./config.yaml
+		// instead, and saying OK, would pass a file nobody read.
+		if fl.NArg() == 1 && !isFlagSet(fl, "config") {
+			*path = fl.Arg(0)
+		} else if fl.NArg() > 0 {
+			return unexpectedArgs(stderr, cmd, fl.Args())
+		}
 		return CheckConfig(*path, stdout)
 	case "version":
+		if len(args) > 0 {
+			return unexpectedArgs(stderr, cmd, args)
+		}
 		fmt.Fprintf(stdout, "hookgate %s\n", b.Version)
 		return 0
 	default:
@@ -52,12 +62,21 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 	}
 }
 
+// unexpectedArgs refuses arguments a command does not take (exit 2).
+func unexpectedArgs(stderr io.Writer, cmd string, args []string) int {
+	fmt.Fprintf(stderr, "hookgate %s: unexpected argument %q (a config file is given with -config FILE)\n", cmd, args[0])
+	return 2
+}
+
 func serve(args []string, b Build, stderr io.Writer) int {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	path := fl.String("config", "config.yaml", "config file")
 	if err := fl.Parse(args); err != nil {
 		return 2
+	}
+	if fl.NArg() > 0 {
+		return unexpectedArgs(stderr, "serve", fl.Args())
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	cfg, err := loadServeConfig(*path, isFlagSet(fl, "config"), b.DefaultConfig, log)

@@ -295,7 +295,7 @@ func TestConfigEnvErrors(t *testing.T) {
 		msg             string
 	}{
 		{"unset required", "admin:\n  tokens:\n    - token: ${ADMIN_TOKEN}\n", "admin.tokens[0].token", 3,
-			"token is empty: environment variable ADMIN_TOKEN is not set"},
+			"environment variable ADMIN_TOKEN is not set"},
 		{"unterminated", base + "storage:\n  path: ${DATA\n", "storage.path", 4, "unterminated ${"},
 		{"bad name", base + "storage:\n  path: ${1DATA}\n", "storage.path", 4, "invalid ${…} reference"},
 		{"bad number after expansion", base + "delivery:\n  retry:\n    max_attempts: ${N:-many}\n",

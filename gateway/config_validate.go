@@ -74,11 +74,10 @@ func (d *decoder) fail(key, format string, args ...any) {
 	d.errorf(line, key, format, args...)
 }
 
-// required reports an empty required value, naming the unset environment
-// variable when that is why it is empty.
+// required reports an empty required value, unless an unset environment
+// variable emptied it: that was reported already, naming the variable.
 func (d *decoder) required(key, what string) {
-	if vars := d.unset[key]; len(vars) > 0 {
-		d.fail(key, "%s is empty: environment variable %s is not set", what, strings.Join(vars, ", "))
+	if len(d.unset[key]) > 0 {
 		return
 	}
 	d.fail(key, "%s is required", what)
@@ -100,6 +99,7 @@ func (d *decoder) validate(c *Config) {
 		d.fail("admin.listen", "must differ from server.listen: the admin API needs its own listener")
 	}
 	d.tokens(c.Admin.Tokens)
+	d.trialToken(c.Admin)
 	d.storage(c.Storage)
 	d.positive("dedupe.ttl", c.Dedupe.TTL)
 	d.positive("retention", c.Retention)
@@ -107,6 +107,27 @@ func (d *decoder) validate(c *Config) {
 	d.retry(c.Delivery.Retry, "delivery.retry.", func(string) bool { return true })
 	byID := d.sources(c.Sources)
 	d.endpoints(c.Endpoints, byID)
+	d.retentionCoversRetries(c)
+}
+
+// retentionCoversRetries refuses a retention shorter than a retry window:
+// the retention sweep deletes events with their deliveries, so a delivery
+// still retrying would vanish without ever reaching the replayable failed
+// state.
+func (d *decoder) retentionCoversRetries(c *Config) {
+	if c.Retention <= 0 {
+		return // reported as such
+	}
+	if c.Delivery.Retry.MaxElapsed > c.Retention {
+		d.fail("retention", "must be at least delivery.retry.max_elapsed (%s): the retention sweep deletes events with their deliveries, still retrying or not",
+			c.Delivery.Retry.MaxElapsed)
+	}
+	for i, e := range c.Endpoints {
+		key := fmt.Sprintf("endpoints[%d].retry.max_elapsed", i)
+		if d.set[key] && e.Retry.MaxElapsed > c.Retention {
+			d.fail(key, "must not exceed retention (%s): the retention sweep deletes events with their deliveries, still retrying or not", c.Retention)
+		}
+	}
 }
 
 func (d *decoder) listen(key, addr string) {
@@ -141,6 +162,21 @@ func (d *decoder) tokens(tokens []TokenConfig) {
 			continue
 		}
 		first[t.Token] = i
+	}
+}
+
+// trialToken refuses the root config's fallback token on an admin listener
+// reachable from other hosts (as the gateway does at start).
+func (d *decoder) trialToken(a AdminConfig) {
+	host, _, err := net.SplitHostPort(a.Listen)
+	if err != nil || loopbackHost(host) {
+		return // a bad address is reported as such
+	}
+	for i, t := range a.Tokens {
+		if t.Token == devAdminToken {
+			d.fail(fmt.Sprintf("admin.tokens[%d].token", i),
+				"the trial token %s is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN", devAdminToken)
+		}
 	}
 }
 

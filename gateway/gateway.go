@@ -122,12 +122,14 @@ const devAdminToken = "dev-admin-token"
 
 // checkAdminExposure fails closed when the trial token would guard an
 // admin listener reachable from other hosts.
+// ParseConfig reports the same as a config error with its line, so that
+// check-config refuses what serve would; this is the last line of defence.
 func checkAdminExposure(cfg *Config) error {
 	host, _, err := net.SplitHostPort(cfg.Admin.Listen)
 	if err != nil {
 		return fmt.Errorf("admin.listen: %w", err)
 	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+	if loopbackHost(host) {
 		return nil
 	}
 	for _, t := range cfg.Admin.Tokens {
@@ -136,6 +138,13 @@ func checkAdminExposure(cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// loopbackHost reports whether a listen address's host is only reachable
+// from this machine.
+func loopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func (g *Gateway) init(ctx context.Context) error {
@@ -249,15 +258,30 @@ func (g *Gateway) Errors() <-chan error { return g.serveErr }
 func (g *Gateway) Shutdown() error {
 	g.stopOnce.Do(func() {
 		grace := g.opts.Grace
+		// Both listeners stop accepting at once (the admin API takes
+		// events and replays too), and finish their requests in flight;
+		// then the dispatcher finishes its attempts; then the store closes.
+		var mu sync.Mutex
 		var errs []error
-		if g.publicLn != nil {
-			errs = append(errs, g.shutdownServer("ingest", g.public, g.publicLn, grace))
+		var wg sync.WaitGroup
+		for _, s := range []struct {
+			name string
+			app  *fiber.App
+			ln   *trackingListener
+		}{{"ingest", g.public, g.publicLn}, {"admin", g.admin, g.adminLn}} {
+			if s.ln == nil {
+				continue
+			}
+			wg.Go(func() {
+				err := g.shutdownServer(s.name, s.app, s.ln, grace)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			})
 		}
+		wg.Wait()
 		g.disp.Stop(grace)
 		g.bg.stop()
-		if g.adminLn != nil {
-			errs = append(errs, g.shutdownServer("admin", g.admin, g.adminLn, grace))
-		}
 		errs = append(errs, g.store.Close())
 		g.stopErr = errors.Join(errs...)
 		g.log.Info("hookgate stopped")
@@ -298,6 +322,11 @@ func (g *Gateway) writeHeapProfile(path string) {
 func Run(ctx context.Context, cfg *Config, opts Options) error {
 	g, err := New(ctx, cfg, opts)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped (SIGINT/SIGTERM) while starting: not a failure.
+			// New has closed what it opened; what it applied is durable.
+			return nil
+		}
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -65,6 +65,9 @@ type gwOptions struct {
 	extra     string
 	wrapStore func(storage.Store) storage.Store
 	grace     time.Duration // shutdown grace period (default 5s)
+	// config changes the parsed config, past its validation: values a
+	// config file may not have but a test needs (a retention of seconds).
+	config func(*Config)
 }
 
 // startGateway runs a gateway on loopback ports with a Badger store in a
@@ -80,6 +83,9 @@ func startGateway(t *testing.T, o gwOptions) *gw {
 	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra)), "test.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.config != nil {
+		o.config(cfg)
 	}
 	logs := &syncBuffer{}
 	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: cmp.Or(o.grace, 5*time.Second)}
