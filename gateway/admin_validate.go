@@ -27,6 +27,8 @@ func checkTenant(p principal, tenant string) error {
 	switch {
 	case tenant == "":
 		return unprocessable("tenant", "must not be empty")
+	case !idPattern.MatchString(tenant):
+		return unprocessable("tenant", tenantRule)
 	case !p.sees(tenant):
 		return unprocessable("tenant", "must be the tenant of your token")
 	}

@@ -99,6 +99,13 @@ func serve(args []string, b Build, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, a second one ends the process at once (the
+	// default action), as an operator pressing Ctrl-C twice expects: what
+	// was acknowledged is durable, so this is no worse than a crash.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version, HeapProfile: os.Getenv("HOOKGATE_MEMPROFILE")}); err != nil {
 		log.Error("hookgate failed", "err", err)
 		return 1

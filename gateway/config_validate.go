@@ -152,6 +152,9 @@ func (d *decoder) tokens(tokens []TokenConfig) {
 	}
 	first := map[string]int{}
 	for i, t := range tokens {
+		if t.Tenant != "" && !idPattern.MatchString(t.Tenant) {
+			d.fail(fmt.Sprintf("admin.tokens[%d].tenant", i), tenantRule)
+		}
 		key := fmt.Sprintf("admin.tokens[%d].token", i)
 		if t.Token == "" {
 			d.required(key, "token")
@@ -241,9 +244,17 @@ func (d *decoder) id(key, id, list string, first map[string]int) bool {
 	return true
 }
 
+// tenantRule is what a tenant may be: an id's characters. The store
+// separates the parts of its keys with a NUL byte, so a tenant must never
+// hold one (nor anything else an id may not).
+const tenantRule = "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
 func (d *decoder) tenant(key, tenant string) {
-	if tenant == "" {
+	switch {
+	case tenant == "":
 		d.fail(key, "must not be empty; leave it out for %q", DefaultTenant)
+	case !idPattern.MatchString(tenant):
+		d.fail(key, tenantRule)
 	}
 }
 

@@ -221,3 +221,21 @@ func TestRetentionShorterThanRetryWindowIsRefused(t *testing.T) {
 	wantProblem(t, "endpoint retrying longer than the retention", 422, "retry.max_elapsed")(g.api("POST", "/endpoints", opToken,
 		jsonMap{"id": "long", "tenant": "acme", "url": "https://example.com/hook", "retry": jsonMap{"max_elapsed": "1000h"}}))
 }
+
+// Tenants had no rule but "not empty", while the store joins the parts of
+// its keys with NUL bytes: a tenant holding one (or a newline, or 2 KB of
+// text) was accepted from config and from the admin API. Tenants now
+// follow the rule of ids.
+func TestTenantsFollowTheIDRule(t *testing.T) {
+	for _, y := range []string{
+		"admin:\n  tokens:\n    - token: t0123456789abcdef\n      tenant: \"ac\\0me\"\n",
+		"admin:\n  tokens: [{token: t0123456789abcdef}]\nsources:\n  - {id: s, tenant: \"ac me\", verify: {scheme: none}}\n",
+	} {
+		if _, err := ParseConfig([]byte(y), "test.yaml", env(nil)); err == nil || !strings.Contains(err.Error(), "tenant: must be 1-64 letters") {
+			t.Errorf("config %q: %v", y, err)
+		}
+	}
+	g := startGateway(t, gwOptions{})
+	wantProblem(t, "a source for a tenant with a NUL", 422, "tenant")(g.api("POST", "/sources", opToken,
+		jsonMap{"id": "nul", "tenant": "acme\x00evil", "verify": jsonMap{"scheme": "none"}}))
+}
