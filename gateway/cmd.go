@@ -105,6 +105,7 @@ func serve(args []string, b Build, stderr io.Writer) int {
 	go func() {
 		<-ctx.Done()
 		stop()
+		log.Info("signal received: stopping gracefully; a second signal stops at once")
 	}()
 	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version, HeapProfile: os.Getenv("HOOKGATE_MEMPROFILE")}); err != nil {
 		log.Error("hookgate failed", "err", err)

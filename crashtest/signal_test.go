@@ -1,0 +1,88 @@
+package crashtest
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSecondSignalStopsAtOnce: SIGTERM starts a graceful stop, which waits
+// for a delivery in flight (here to a receiver that never answers, so up
+// to the attempt's timeout); a second SIGTERM ends the process at once, by
+// the signal, instead of being swallowed (as until 2026-11-29, when only
+// SIGKILL could end a stop that hung).
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	hit := make(chan struct{}, 1)
+	done := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	defer hang.Close()
+	defer close(done)
+	sup := newSupervisor(t, buildBinary(t), hang.URL)
+	if err := sup.start(); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, sup.adminURL+"/api/v1/events",
+		strings.NewReader(`{"source":"`+sourceID+`","type":"t","payload":{"n":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := sup.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("publish: %d", resp.StatusCode)
+	}
+	select {
+	case <-hit:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery never reached the receiver")
+	}
+
+	p := sup.current()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(p.log)
+		if strings.Contains(string(b), "a second signal stops at once") {
+			break
+		}
+		if time.Now().After(deadline) || !p.alive() {
+			t.Fatalf("the first SIGTERM was not taken up as a graceful stop\n%s", tail(p.log, 20))
+		}
+		time.Sleep(pollEvery)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("second SIGTERM: %v (the process ended before it: the stop did not wait for the delivery)", err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5s after the second SIGTERM\n%s", tail(p.log, 20))
+	}
+	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("ended with %s, want killed by the second SIGTERM\n%s", p.state, tail(p.log, 20))
+	}
+}
