@@ -54,7 +54,8 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Event, bool, error) {
 		var ev storage.Event
 		err := getRecord(txn, eventKey(id), &ev)
-		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type), err
+		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type) &&
+			within(ev.ReceivedAt, f.Since, f.Until), err
 	}, func(ev *storage.Event) string { return ev.ID })
 }
 
@@ -71,9 +72,16 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Delivery, bool, error) {
 		d, err := getDelivery(txn, id)
 		match := (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Endpoint == "" || d.Endpoint == f.Endpoint) &&
-			(f.Event == "" || d.Event == f.Event) && (f.State == "" || d.State == f.State)
+			(f.Event == "" || d.Event == f.Event) && (f.State == "" || d.State == f.State) &&
+			within(d.CreatedAt, f.Since, f.Until)
 		return d, match, err
 	}, func(d *storage.Delivery) string { return d.ID })
+}
+
+// within reports whether t is in [since, until] (a zero bound is open).
+// The scan bounds ids by their time in whole milliseconds; this is exact.
+func within(t, since, until time.Time) bool {
+	return (since.IsZero() || !t.Before(since)) && (until.IsZero() || !t.After(until))
 }
 
 // pageQuery is one page of a newest-first listing over time-ordered IDs.

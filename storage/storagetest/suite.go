@@ -40,6 +40,7 @@ func Run(t *testing.T, o Opener) {
 		"EarlierDueAfterClaims":    testEarlierDueAfterClaims,
 		"ClaimsRaceInserts":        testClaimsRaceInserts,
 		"ListEventsPaging":         testListEventsPaging,
+		"ListTimeBoundsExact":      testListTimeBoundsExact,
 		"ListDeliveriesFilters":    testListDeliveriesFilters,
 		"Catalog":                  testCatalog,
 		"UpdateEndpoint":           testUpdateEndpoint,
@@ -475,6 +476,35 @@ func testCancelEndpoint(t *testing.T, o Opener) {
 	}
 	if jobs := must(s.Claim(ctx, "kept", now, 10, time.Minute)); len(jobs) != 5 {
 		t.Fatalf("other endpoint: %d", len(jobs))
+	}
+}
+
+// testListTimeBoundsExact: since and until bound received_at (events) and
+// created_at (deliveries) exactly, inclusive, not at whole milliseconds.
+func testListTimeBoundsExact(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	ms := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	early := event("acme", "stripe", "early", "b", ms.Add(100*time.Microsecond), "ep")
+	late := event("acme", "stripe", "late", "b", ms.Add(900*time.Microsecond), "ep")
+	must(s.Accept(ctx, early))
+	must(s.Accept(ctx, late))
+	cut := ms.Add(500 * time.Microsecond)
+	for _, c := range []struct {
+		since, until time.Time
+		want         string
+	}{
+		{time.Time{}, cut, early.Event.ID},
+		{cut, time.Time{}, late.Event.ID},
+		{early.Event.ReceivedAt, early.Event.ReceivedAt, early.Event.ID}, // inclusive
+	} {
+		evs, _ := must2(s.ListEvents(ctx, storage.EventFilter{Tenant: "acme", Since: c.since, Until: c.until, Limit: 10}))
+		if len(evs) != 1 || evs[0].ID != c.want {
+			t.Errorf("events since %v until %v: %d, want only %s", c.since, c.until, len(evs), c.want)
+		}
+		ds, _ := must2(s.ListDeliveries(ctx, storage.DeliveryFilter{Endpoint: "ep", Since: c.since, Until: c.until, Limit: 10}))
+		if len(ds) != 1 || ds[0].Event != c.want {
+			t.Errorf("deliveries since %v until %v: %d, want only the one of %s", c.since, c.until, len(ds), c.want)
+		}
 	}
 }
 
