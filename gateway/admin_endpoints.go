@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -247,23 +248,33 @@ func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	// Exclusive: a delivery for this endpoint written after the cancel,
-	// from a snapshot read before the delete, would never be sent.
+	// Exclusive until the registry no longer has it: every write of
+	// deliveries from a snapshot that still had it is then done, and no
+	// later one can target it, so the cancel below misses none. The cancel
+	// itself (a backlog may take seconds) runs without holding up ingest.
 	err = a.g.reg.exclusive(func() error {
 		if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
 			return a.storeError(err, "endpoint")
 		}
 		a.g.reloadRegistry() // the dispatcher stops claiming for it
-		if _, err := a.g.store.CancelEndpoint(ctx, ep.ID); err != nil {
-			return a.storeError(err, "endpoint")
-		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	// A backlog is cancelled 512 deliveries per write (~10k/s here): a
+	// million takes minutes, far past the 10 s of other writes. Cut short,
+	// the rest would stay pending for an endpoint that no longer exists.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), cancelBacklogTimeout)
+	defer ccancel()
+	if _, err := a.g.store.CancelEndpoint(cctx, ep.ID); err != nil {
+		return a.storeError(err, "endpoint")
+	}
 	return c.SendStatus(fiber.StatusNoContent)
 }
+
+// cancelBacklogTimeout bounds the cancel of a deleted endpoint's backlog.
+const cancelBacklogTimeout = 10 * time.Minute
 
 // rotateRequest is the optional body of POST /endpoints/{id}/rotate-secret.
 type rotateRequest struct {

@@ -364,22 +364,31 @@ func (d *Dispatcher) leaseFor(ep *storage.Endpoint) time.Duration {
 	return max(d.cfg.Lease, cmp.Or(ep.Timeout, d.cfg.DefaultTimeout)+leaseMargin)
 }
 
-// errAlreadyDisabled stops an update of an endpoint already disabled.
+// errAlreadyDisabled stops an update of an endpoint already disabled (or
+// no longer the one an attempt was sent to).
 var errAlreadyDisabled = errors.New("endpoint already disabled")
 
-// disable persists an endpoint as disabled after it answered 410 Gone.
-// The loop stops claiming at once; the store write follows. Only the
-// disabled fields change, on the endpoint as stored: an operator's change
-// that the loop has not heard of yet (a rotated secret) is kept.
-func (d *Dispatcher) disable(l *endpointLoop, reason string) {
+// sameEndpoint reports whether a and b are the same endpoint, not merely
+// the same id: ids are global and may be reused after a delete.
+func sameEndpoint(a, b *storage.Endpoint) bool {
+	return a.ID == b.ID && a.Tenant == b.Tenant && a.CreatedAt.Equal(b.CreatedAt)
+}
+
+// disable persists an endpoint as disabled after it answered 410 Gone to
+// an attempt sent to sent. The loop stops claiming at once; the store
+// write follows. Only the disabled fields change, on the endpoint as
+// stored: an operator's change that the loop has not heard of yet (a
+// rotated secret) is kept. A 410 of an endpoint deleted meanwhile, whose
+// id now names another (maybe another tenant's), disables nothing.
+func (d *Dispatcher) disable(l *endpointLoop, sent *storage.Endpoint, reason string) {
 	now := d.cfg.Now()
-	if !l.markDisabled(reason, now) {
+	if !l.markDisabled(sent, reason, now) {
 		return
 	}
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	ep, err := d.cfg.Store.UpdateEndpoint(ctx, l.id, func(ep *storage.Endpoint) error {
-		if ep.Disabled {
+		if ep.Disabled || !sameEndpoint(ep, sent) {
 			return errAlreadyDisabled
 		}
 		ep.Disabled, ep.DisabledReason, ep.UpdatedAt = true, reason, now

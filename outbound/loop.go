@@ -227,6 +227,7 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool
 	d := l.d
 	if job.Delivery.Tenant != ep.Tenant {
 		d.cancelForeign(&ep, job)
+		l.unprobe(probe) // no outcome for this endpoint: let another probe go
 		return
 	}
 	res := d.sender.send(d.attemptCtx, &ep, job)
@@ -243,7 +244,7 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool
 		d.cfg.Metrics.Delivered(ep.ID, end.Sub(job.Event.ReceivedAt))
 	}
 	if dec.Verdict == VerdictDisable {
-		d.disable(l, dec.Reason)
+		d.disable(l, &ep, dec.Reason)
 	}
 }
 
@@ -273,10 +274,24 @@ func (l *endpointLoop) record(ok, probe bool, now time.Time) {
 
 // markDisabled disables the endpoint in memory, so the loop stops
 // claiming; it reports false when it already was.
-func (l *endpointLoop) markDisabled(reason string, now time.Time) bool {
+// unprobe frees the half-open circuit's probe slot after a probe that
+// ended without an outcome for the endpoint.
+func (l *endpointLoop) unprobe(probe bool) {
+	if !probe {
+		return
+	}
+	l.mu.Lock()
+	l.circuit.probing = false
+	l.mu.Unlock()
+}
+
+// markDisabled marks the loop's endpoint disabled, if it is still the
+// endpoint sent is (and not one created since with the same id) and not
+// disabled already.
+func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ep.Disabled {
+	if l.ep.Disabled || !sameEndpoint(&l.ep, sent) {
 		return false
 	}
 	l.ep.Disabled = true
