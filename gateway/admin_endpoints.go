@@ -185,6 +185,9 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	if err := a.validateEndpoint(c, &ep); err != nil {
 		return err
 	}
+	if err := a.checkRetention(&ep); err != nil {
+		return err
+	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	if _, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
@@ -234,6 +237,11 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 	if err := a.validateEndpoint(c, &ep); err != nil {
 		return err
 	}
+	if in.Retry != nil { // a PATCH of other fields stays possible after retention was lowered
+		if err := a.checkRetention(&ep); err != nil {
+			return err
+		}
+	}
 	return a.updateEndpoint(c, ep.ID, change)
 }
 
@@ -271,6 +279,17 @@ func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
 		return a.storeError(err, "endpoint")
 	}
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// checkRetention refuses a retry window longer than the retention: the
+// retention sweep deletes events with their deliveries, still retrying
+// or not.
+func (a *adminAPI) checkRetention(ep *storage.Endpoint) error {
+	if r := a.g.cfg.Retention.D(); ep.Retry.MaxElapsed > r {
+		return unprocessable("retry.max_elapsed", fmt.Sprintf(
+			"must not exceed the gateway's retention (%s): the retention sweep deletes events with their deliveries", r))
+	}
+	return nil
 }
 
 // cancelBacklogTimeout bounds the cancel of a deleted endpoint's backlog.
@@ -474,9 +493,6 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint) error {
 		return err
 	}
 	switch {
-	case ep.Retry.MaxElapsed > a.g.cfg.Retention.D():
-		return unprocessable("retry.max_elapsed", fmt.Sprintf(
-			"must not exceed the gateway's retention (%s): the retention sweep deletes events with their deliveries", a.g.cfg.Retention.D()))
 	case ep.MaxInFlight < 1:
 		return unprocessable("max_in_flight", "must be at least 1")
 	case ep.RateLimit < 0:

@@ -102,10 +102,15 @@ func serve(args []string, b Build, stderr io.Writer) int {
 	// After the first signal, a second one ends the process at once (the
 	// default action), as an operator pressing Ctrl-C twice expects: what
 	// was acknowledged is durable, so this is no worse than a crash.
+	returned := make(chan struct{})
+	defer close(returned) // before stop(): defers run last first
 	go func() {
-		<-ctx.Done()
-		stop()
-		log.Info("signal received: stopping gracefully; a second signal stops at once")
+		select {
+		case <-ctx.Done():
+			stop()
+			log.Info("signal received: stopping gracefully; a second signal stops at once")
+		case <-returned:
+		}
 	}()
 	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version, HeapProfile: os.Getenv("HOOKGATE_MEMPROFILE")}); err != nil {
 		log.Error("hookgate failed", "err", err)

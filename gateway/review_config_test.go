@@ -239,3 +239,16 @@ func TestTenantsFollowTheIDRule(t *testing.T) {
 	wantProblem(t, "a source for a tenant with a NUL", 422, "tenant")(g.api("POST", "/sources", opToken,
 		jsonMap{"id": "nul", "tenant": "acme\x00evil", "verify": jsonMap{"scheme": "none"}}))
 }
+
+// After the retention is lowered below an endpoint's retry window (here:
+// set past validation), a PATCH of other fields must still work; only one
+// that sets the retry is checked against the retention.
+func TestPatchAfterRetentionWasLowered(t *testing.T) {
+	g := startGateway(t, gwOptions{
+		extra:  "endpoints:\n  - {id: e, tenant: acme, url: \"https://example.com/hook\"}\n",
+		config: func(c *Config) { c.Retention = Duration(30 * time.Second) }, // below delivery.retry.max_elapsed (1m)
+	})
+	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/e", opToken, jsonMap{"disabled": true}))
+	wantProblem(t, "a PATCH setting a retry past the retention", 422, "retry.max_elapsed")(
+		g.api("PATCH", "/endpoints/e", opToken, jsonMap{"retry": jsonMap{"max_elapsed": "1m"}}))
+}
