@@ -97,7 +97,14 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 	if !ep.Disabled || ep.DisabledReason == "" {
 		t.Fatalf("disabled %+v", ep)
 	}
-	g.post("open", []byte(`{"id":"o1","type":"order.paid"}`), nil)
+	st, _, b := g.post("open", []byte(`{"id":"o1","type":"order.paid"}`), nil)
+	o1 := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	// Deliveries are written with the event: none to the disabled endpoint.
+	for _, d := range must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+o1, acmeToken, nil)).Data {
+		if d.Endpoint == "billing" {
+			t.Fatalf("an event ingested while billing was disabled got a delivery to it: %+v", d)
+		}
+	}
 	ep = must[endpointView](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"disabled": false}))
 	if ep.Disabled || ep.DisabledReason != "" {
 		t.Fatalf("enabled %+v", ep)

@@ -98,8 +98,8 @@ func wantNoEvents(t *testing.T, g *gw, what string) {
 	if evs := eventsIn(t, g.Store()); len(evs) != 0 {
 		t.Fatalf("%s: %d events stored, e.g. body %q", what, len(evs), evs[0].Body)
 	}
-	if ds, _, _ := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{}); len(ds) != 0 {
-		t.Fatalf("%s: %d deliveries stored", what, len(ds))
+	if ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{}); err != nil || len(ds) != 0 {
+		t.Fatalf("%s: %d deliveries stored (%v)", what, len(ds), err)
 	}
 }
 

@@ -246,13 +246,13 @@ func (g *Gateway) Store() storage.Store { return g.store }
 func (g *Gateway) Errors() <-chan error { return g.serveErr }
 
 // Shutdown stops in this order, each step bounded by the grace period:
-//  1. the public listener stops accepting and in-flight ingests finish
-//     (each one either answered after its durable write, or not at all);
+//  1. both listeners stop accepting, at once, and their requests in
+//     flight finish (an ingest is answered after its durable write, or
+//     not at all; the admin API takes events and replays too);
 //  2. the dispatcher stops claiming; in-flight attempts finish or are
 //     released (or left to their lease);
 //  3. background jobs (retention, replays) stop;
-//  4. the admin listener stops;
-//  5. the store flushes and closes.
+//  4. the store flushes and closes.
 //
 // It is idempotent.
 func (g *Gateway) Shutdown() error {

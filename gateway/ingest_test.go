@@ -185,8 +185,7 @@ func TestIngestErrors(t *testing.T) {
 	if st != 413 || decodeProblem(t, hdr, b).Status != 413 {
 		t.Fatalf("oversized body: %d %s", st, b)
 	}
-	evs, _, _ := g.Store().ListEvents(context.Background(), storage.EventFilter{})
-	if len(evs) != 0 {
+	if evs := eventsIn(t, g.Store()); len(evs) != 0 {
 		t.Fatalf("a refused request stored %d events", len(evs))
 	}
 }

@@ -235,6 +235,38 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 // enqueue stores new deliveries and returns how many were stored. Events
 // that retention deleted meanwhile are skipped.
 func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (int, error) {
+	// In writes of at most replayWriteMax deliveries (an event's stay
+	// together): a batch of 100 events to 150 endpoints was one write too
+	// big for the store, and every such replay failed.
+	n := 0
+	for len(ds) > 0 {
+		end := min(len(ds), replayWriteMax)
+		for end < len(ds) && end > 1 && ds[end].Event == ds[end-1].Event {
+			end--
+		}
+		if end == 1 && len(ds) > 1 && ds[1].Event == ds[0].Event {
+			// One event with more deliveries than replayWriteMax: all of
+			// them in one write.
+			for end < len(ds) && ds[end].Event == ds[0].Event {
+				end++
+			}
+		}
+		k, err := r.enqueueWrite(ctx, ds[:end])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		ds = ds[end:]
+	}
+	return n, nil
+}
+
+// replayWriteMax bounds the deliveries of one replay write.
+const replayWriteMax = 2000
+
+// enqueueWrite writes deliveries in one write; if an event was purged
+// meanwhile (ErrNotFound), event by event, skipping the purged ones.
+func (r *replayRunner) enqueueWrite(ctx context.Context, ds []storage.Delivery) (int, error) {
 	if len(ds) == 0 {
 		return 0, nil
 	}

@@ -133,11 +133,12 @@ func TestSignalDuringStartExitsCleanly(t *testing.T) {
 	}
 }
 
-// TestAdminStopsAcceptingAtShutdown: after a shutdown began (the
-// public listener is closed), the admin listener keeps accepting for as long
-// as the dispatcher drains (up to the grace period), and POST /api/v1/events
-// is still answered 202: the gateway takes new events while it is stopping.
-// SPEC section 1: SIGINT/SIGTERM: stop accepting.
+// TestAdminStopsAcceptingAtShutdown: once a shutdown began (the public
+// listener is closed) and while the dispatcher drains (up to the grace
+// period), POST /api/v1/events is refused or answered non-2xx. (The bug:
+// the admin listener kept accepting during the drain and answered 202, so
+// the gateway took new events while it was stopping.) SPEC section 1:
+// SIGINT/SIGTERM: stop accepting.
 func TestAdminStopsAcceptingAtShutdown(t *testing.T) {
 	release := make(chan struct{})
 	var got atomic.Int32

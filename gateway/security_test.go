@@ -463,7 +463,11 @@ func TestSecurityReplayOutsideTolerance(t *testing.T) {
 		}},
 	} {
 		body := []byte(`{"id":"evt_` + c.source + `","type":"t"}`)
-		hdr := c.sign("msg_"+c.source, time.Now(), body)
+		// Signed with the next whole second: the header carries whole
+		// seconds, so time.Now() late in a second (X.99) would be signed X
+		// and refused by a 1s tolerance after a few ms in flight. The next
+		// whole second stays within the tolerance for up to 1s in flight.
+		hdr := c.sign("msg_"+c.source, time.Now().Truncate(time.Second).Add(time.Second), body)
 		if st, _, b := g.post(c.source, body, hdr); st != 202 {
 			t.Fatalf("%s: fresh request %d %s", c.source, st, b)
 		}
