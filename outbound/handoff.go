@@ -75,12 +75,18 @@ func (d *Dispatcher) Unreserve(ids []string) {
 
 // Hand starts the attempts of deliveries that were written claimed under
 // leases from Reserve. After Stop began, it only frees the slots: the
-// deliveries are claimed again when their leases expire.
+// deliveries are claimed again when their leases expire. A delivery whose
+// endpoint changed since its Reserve so that it may not be sent now
+// (disabled, its circuit no longer closed, or a timeout longer than its
+// lease allows) is released instead: pending and due, for the loop to
+// claim under the endpoint's current settings.
 func (d *Dispatcher) Hand(jobs []storage.Job) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	now := d.cfg.Now()
 	for i := range jobs {
-		l := d.endpoints[jobs[i].Delivery.Endpoint]
+		job := &jobs[i]
+		l := d.endpoints[job.Delivery.Endpoint]
 		if l == nil {
 			continue
 		}
@@ -90,8 +96,19 @@ func (d *Dispatcher) Hand(jobs []storage.Job) {
 		}
 		l.mu.Lock()
 		ep := l.ep
+		allowed, _ := l.circuit.allow(now)
+		fits := !ep.Disabled && allowed == unlimited &&
+			!now.Add(d.leaseFor(&ep)).After(job.Delivery.LeaseUntil.Add(leaseMargin/2))
 		l.mu.Unlock()
 		d.jobs.Add(1)
-		go l.attempt(ep, &jobs[i], false)
+		if !fits {
+			go func() {
+				defer d.jobs.Done()
+				d.release(job)
+				l.finished()
+			}()
+			continue
+		}
+		go l.attempt(ep, job, false)
 	}
 }

@@ -105,11 +105,14 @@ func (l *endpointLoop) run(ctx context.Context) {
 	}
 }
 
-// plan is what one pass may claim.
+// plan is what one pass may claim. Its slots and rate tokens are taken
+// when it is made, so that an ingest's Reserve while the claim is being
+// written sees them gone; claimed gives back what the claim did not use.
 type plan struct {
-	ep   storage.Endpoint
-	n    int           // how many to claim; 0 = none now
-	wait time.Duration // when n is 0: the longest wait before the next pass
+	ep     storage.Endpoint
+	n      int               // how many to claim; 0 = none now
+	wait   time.Duration     // when n is 0: the longest wait before the next pass
+	tokens *rate.Reservation // the n rate tokens taken, if rate-limited
 }
 
 // pass claims what the endpoint may take now and starts sending it. It
@@ -124,12 +127,13 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 	}
 	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, p.n, l.d.leaseFor(&p.ep))
 	if err != nil {
+		l.claimed(p, 0, now) // gives the slots back
 		if ctx.Err() == nil {
 			l.d.log.Error("claim deliveries", "endpoint", l.id, "err", err)
 		}
 		return l.d.cfg.Poll
 	}
-	probe := l.claimed(len(jobs), now)
+	probe := l.claimed(p, len(jobs), now)
 	for i := range jobs {
 		l.d.jobs.Add(1)
 		go l.attempt(p.ep, &jobs[i], probe)
@@ -171,6 +175,11 @@ func (l *endpointLoop) plan(now time.Time) plan {
 		free = min(free, int(tokens))
 	}
 	p.n = free
+	l.inFlight += p.n
+	if l.limiter != nil {
+		p.tokens = l.limiter.ReserveN(now, p.n)
+	}
+	l.d.cfg.Metrics.InFlight(l.id, p.n)
 	return p
 }
 
@@ -182,20 +191,28 @@ func maxInFlight(ep *storage.Endpoint) int {
 	return ep.MaxInFlight
 }
 
-// claimed accounts for n claimed deliveries: slots, rate tokens and the
+// claimed settles a plan whose claim took n deliveries: the slots and
+// rate tokens it did not use go back, and n of them count for the
 // half-open probe. It reports whether they are the circuit's probe.
-func (l *endpointLoop) claimed(n int, now time.Time) (probe bool) {
-	if n == 0 {
-		return false
-	}
+func (l *endpointLoop) claimed(p plan, n int, now time.Time) (probe bool) {
+	unused := p.n - n
 	l.mu.Lock()
-	l.inFlight += n
-	if l.limiter != nil {
-		l.limiter.ReserveN(now, n)
+	if unused > 0 {
+		l.inFlight -= unused
+		if p.tokens != nil {
+			p.tokens.CancelAt(now)
+			if n > 0 && l.limiter != nil {
+				l.limiter.ReserveN(now, n)
+			}
+		}
 	}
-	probe = l.circuit.claimed(n)
+	if n > 0 {
+		probe = l.circuit.claimed(n)
+	}
 	l.mu.Unlock()
-	l.d.cfg.Metrics.InFlight(l.id, n)
+	if unused > 0 {
+		l.d.cfg.Metrics.InFlight(l.id, -unused)
+	}
 	return probe
 }
 
