@@ -142,12 +142,8 @@ func TestHandDoesNotSendToADisabledEndpoint(t *testing.T) {
 	rc := newReceiver(t, nil)
 	ep := testEndpoint(t, db, "ep", rc.URL)
 	d := startDispatcher(t, db, Config{}, ep)
-	now := time.Now().UTC()
-	leases := d.Reserve([]string{"ep"}, now)
-	if leases[0].IsZero() {
-		t.Fatal("no slot for an idle endpoint")
-	}
-	handed := acceptClaimed(t, db, ep, leases[0], now)
+	now, lease := reserveSlot(t, d, "ep", time.Now)
+	handed := acceptClaimed(t, db, ep, lease, now)
 	ev, err := db.GetEvent(context.Background(), handed.Event)
 	if err != nil {
 		t.Fatal(err)
@@ -205,12 +201,8 @@ func TestHandDoesNotOutliveItsLease(t *testing.T) {
 	d := startDispatcher(t, db, Config{Now: clk.now}, ep)
 	t.Cleanup(func() { close(stop) })
 
-	now := clk.now().UTC()
-	leases := d.Reserve([]string{"ep"}, now)
-	if leases[0].IsZero() {
-		t.Fatal("no slot for an idle endpoint")
-	}
-	handed := acceptClaimed(t, db, ep, leases[0], now)
+	now, lease := reserveSlot(t, d, "ep", clk.now)
+	handed := acceptClaimed(t, db, ep, lease, now)
 	ev, err := db.GetEvent(context.Background(), handed.Event)
 	if err != nil {
 		t.Fatal(err)
@@ -251,12 +243,8 @@ func TestHandDoesNotSendWhileTheCircuitIsOpen(t *testing.T) {
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
 	ep := testEndpoint(t, db, "ep", rc.URL)
 	d := startDispatcher(t, db, Config{CircuitFailures: 1, CircuitCooldown: time.Hour}, ep)
-	now := time.Now().UTC()
-	leases := d.Reserve([]string{"ep"}, now)
-	if leases[0].IsZero() {
-		t.Fatal("no slot for an idle endpoint")
-	}
-	handed := acceptClaimed(t, db, ep, leases[0], now)
+	now, lease := reserveSlot(t, d, "ep", time.Now)
+	handed := acceptClaimed(t, db, ep, lease, now)
 	ev, err := db.GetEvent(context.Background(), handed.Event)
 	if err != nil {
 		t.Fatal(err)

@@ -22,12 +22,8 @@ func TestHandOff(t *testing.T) {
 	})
 	ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
 	d := startDispatcher(t, db, Config{}, ep)
-	now := time.Now().UTC()
-
-	leases := d.Reserve([]string{"ep"}, now)
-	if leases[0].IsZero() {
-		t.Fatal("no slot for an idle endpoint")
-	}
+	now, lease := reserveSlot(t, d, "ep", time.Now)
+	leases := []time.Time{lease}
 	if again := d.Reserve([]string{"ep"}, now); !again[0].IsZero() {
 		t.Fatal("reserved a second slot with max_in_flight 1")
 	}
@@ -55,6 +51,20 @@ func TestHandOff(t *testing.T) {
 	if l := d.Reserve([]string{"ep", "unknown"}, time.Now()); l[0].IsZero() || !l[1].IsZero() {
 		t.Fatalf("after Unreserve: %v", l)
 	}
+}
+
+// reserveSlot reserves a slot of an idle endpoint for a hand-off and
+// returns the time it used and the lease. The loop's own pass holds the
+// free slots while its claim is being written, so a Reserve at that moment
+// finds none: it tries again until a slot is free.
+func reserveSlot(t *testing.T, d *Dispatcher, id string, clock func() time.Time) (now, lease time.Time) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "a free slot for the hand-off", func() bool {
+		now = clock().UTC()
+		lease = d.Reserve([]string{id}, now)[0]
+		return !lease.IsZero()
+	})
+	return now, lease
 }
 
 // acceptClaimed stores an event whose delivery is written claimed under
