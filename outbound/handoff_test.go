@@ -22,7 +22,7 @@ func TestHandOff(t *testing.T) {
 	})
 	ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
 	d := startDispatcher(t, db, Config{}, ep)
-	now, lease := reserveSlot(t, d, "ep", time.Now)
+	now, lease := reserveSlot(t, d, "ep")
 	leases := []time.Time{lease}
 	if again := d.Reserve([]string{"ep"}, now); !again[0].IsZero() {
 		t.Fatal("reserved a second slot with max_in_flight 1")
@@ -57,10 +57,10 @@ func TestHandOff(t *testing.T) {
 // returns the time it used and the lease. The loop's own pass holds the
 // free slots while its claim is being written, so a Reserve at that moment
 // finds none: it tries again until a slot is free.
-func reserveSlot(t *testing.T, d *Dispatcher, id string, clock func() time.Time) (now, lease time.Time) {
+func reserveSlot(t *testing.T, d *Dispatcher, id string) (now, lease time.Time) {
 	t.Helper()
 	waitFor(t, 5*time.Second, "a free slot for the hand-off", func() bool {
-		now = clock().UTC()
+		now = time.Now().UTC()
 		lease = d.Reserve([]string{id}, now)[0]
 		return !lease.IsZero()
 	})

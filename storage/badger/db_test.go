@@ -28,19 +28,22 @@ func TestConformance(t *testing.T) {
 			}
 			return db
 		},
-		Reopen: func(t *testing.T, s storage.Store) storage.Store {
-			db := s.(*badger.DB)
-			dir := db.Dir()
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db, err := badger.Open(dir, badger.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return db
-		},
+		Reopen: func(t *testing.T, s storage.Store) storage.Store { return reopen(t, s.(*badger.DB)) },
 	})
+}
+
+// reopen closes db and opens its directory again, as a restart does.
+func reopen(t *testing.T, db *badger.DB) *badger.DB {
+	t.Helper()
+	dir := db.Dir()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // TestOpenReleasesStaleClaims: claims found when the store opens were made
@@ -65,13 +68,7 @@ func TestOpenReleasesStaleClaims(t *testing.T) {
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %v %d", err, len(claimed))
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db = reopen(t, db)
 	defer db.Close()
 	jobs, err := db.Claim(ctx, "ep", time.Now(), 10, time.Minute)
 	if err != nil || len(jobs) != 3 {

@@ -266,13 +266,7 @@ func TestOpenReleasesLongLeases(t *testing.T) {
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %d", err, len(claimed))
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db = reopen(t, db)
 	defer db.Close()
 	jobs, err := db.Claim(ctx, "slow", time.Now(), 1, time.Minute)
 	if err != nil || len(jobs) != 1 {
