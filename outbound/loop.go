@@ -289,8 +289,6 @@ func (l *endpointLoop) record(ok, probe bool, now time.Time) {
 	}
 }
 
-// markDisabled disables the endpoint in memory, so the loop stops
-// claiming; it reports false when it already was.
 // unprobe frees the half-open circuit's probe slot after a probe that
 // ended without an outcome for the endpoint.
 func (l *endpointLoop) unprobe(probe bool) {
@@ -302,9 +300,10 @@ func (l *endpointLoop) unprobe(probe bool) {
 	l.mu.Unlock()
 }
 
-// markDisabled marks the loop's endpoint disabled, if it is still the
-// endpoint sent is (and not one created since with the same id) and not
-// disabled already.
+// markDisabled disables the endpoint in memory, so the loop stops
+// claiming. It reports false when it already was, or when the loop's
+// endpoint is no longer sent (the attempt's) but one created since with
+// the same id.
 func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
