@@ -278,6 +278,7 @@ func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
 	if _, err := a.g.store.CancelEndpoint(cctx, ep.ID); err != nil {
 		return a.storeError(err, "endpoint")
 	}
+	a.g.metrics.forgetEndpoint(ep.ID)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 

@@ -171,6 +171,17 @@ func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
 	m.e2eLatency.Observe(sinceIngest.Seconds())
 }
 
+// forgetEndpoint drops a deleted endpoint's attempt and delivery series:
+// they would stay forever, and continue in the counts of an endpoint
+// created later with the same id (maybe another tenant's). The in-flight
+// gauge stays: attempts still running report to it, and it returns to 0.
+func (m *metrics) forgetEndpoint(id string) {
+	l := prometheus.Labels{"endpoint": id}
+	m.attemptsTotal.DeletePartialMatch(l)
+	m.attemptLatency.DeletePartialMatch(l)
+	m.deliveredTotal.DeletePartialMatch(l)
+}
+
 // InFlight tracks attempts in flight per endpoint.
 func (m *metrics) InFlight(endpoint string, delta int) {
 	m.inFlight.WithLabelValues(endpoint).Add(float64(delta))

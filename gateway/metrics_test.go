@@ -66,3 +66,38 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A deleted endpoint's attempt and delivery series go with it: they stayed
+// forever before, and an endpoint created later with the same id (maybe
+// another tenant's) continued its counts.
+func TestMetricsForgetDeletedEndpoints(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{})
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
+	g.post("open", []byte(`{"id":"f1","type":"a"}`), nil)
+	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	scrape := func() string {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr()+"/metrics", nil)
+		_, _, b := do(t, req)
+		return string(b)
+	}
+	series := []string{`hookgate_deliveries_total{endpoint="gone"`, `hookgate_delivery_attempts_total{endpoint="gone"`, `hookgate_delivery_attempt_seconds_count{endpoint="gone"}`}
+	waitFor(t, 10*time.Second, "the endpoint's series", func() bool {
+		text := scrape()
+		for _, s := range series {
+			if !strings.Contains(text, s) {
+				return false
+			}
+		}
+		return true
+	})
+	if st, _, b := g.api("DELETE", "/endpoints/gone", acmeToken, nil); st != 204 {
+		t.Fatalf("delete: %d %s", st, b)
+	}
+	text := scrape()
+	for _, s := range series {
+		if strings.Contains(text, s) {
+			t.Errorf("after the delete /metrics still has %s…", s)
+		}
+	}
+}
