@@ -171,15 +171,8 @@ func (d *decoder) tokens(tokens []TokenConfig) {
 // trialToken refuses the root config's fallback token on an admin listener
 // reachable from other hosts (as the gateway does at start).
 func (d *decoder) trialToken(a AdminConfig) {
-	host, _, err := net.SplitHostPort(a.Listen)
-	if err != nil || loopbackHost(host) {
-		return // a bad address is reported as such
-	}
-	for i, t := range a.Tokens {
-		if t.Token == devAdminToken {
-			d.fail(fmt.Sprintf("admin.tokens[%d].token", i),
-				"the trial token %s is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN", devAdminToken)
-		}
+	if i := exposedTrialToken(a); i >= 0 {
+		d.fail(fmt.Sprintf("admin.tokens[%d].token", i), "%s", trialTokenRefused)
 	}
 }
 

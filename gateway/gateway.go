@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,31 +121,34 @@ func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
 // trials: a gateway refuses it on an admin listener that is not loopback.
 const devAdminToken = "dev-admin-token"
 
-// checkAdminExposure fails closed when the trial token would guard an
-// admin listener reachable from other hosts.
-// ParseConfig reports the same as a config error with its line, so that
-// check-config refuses what serve would; this is the last line of defence.
-func checkAdminExposure(cfg *Config) error {
-	host, _, err := net.SplitHostPort(cfg.Admin.Listen)
-	if err != nil {
-		return fmt.Errorf("admin.listen: %w", err)
+// trialTokenRefused is why the trial token is refused on an admin
+// listener reachable from other hosts.
+const trialTokenRefused = "the trial token " + devAdminToken + " is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN"
+
+// exposedTrialToken returns the index of the trial token in a's tokens
+// when a's listener is reachable from other hosts, else -1 (also for an
+// address that does not parse: that is reported as such).
+func exposedTrialToken(a AdminConfig) int {
+	host, _, err := net.SplitHostPort(a.Listen)
+	if ip := net.ParseIP(host); err != nil || host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return -1
 	}
-	if loopbackHost(host) {
-		return nil
-	}
-	for _, t := range cfg.Admin.Tokens {
-		if t.Token == devAdminToken {
-			return errors.New("admin.tokens: the trial token " + devAdminToken + " is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN")
-		}
-	}
-	return nil
+	return slices.IndexFunc(a.Tokens, func(t TokenConfig) bool { return t.Token == devAdminToken })
 }
 
-// loopbackHost reports whether a listen address's host is only reachable
-// from this machine.
-func loopbackHost(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
+// checkAdminExposure fails closed when the trial token would guard an
+// admin listener reachable from other hosts. ParseConfig reports the same
+// as a config error with its line, so that check-config refuses what
+// serve would; this is the last line of defence for a Config built
+// otherwise.
+func checkAdminExposure(cfg *Config) error {
+	if _, _, err := net.SplitHostPort(cfg.Admin.Listen); err != nil {
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	if i := exposedTrialToken(cfg.Admin); i >= 0 {
+		return fmt.Errorf("admin.tokens[%d].token: %s", i, trialTokenRefused)
+	}
+	return nil
 }
 
 func (g *Gateway) init(ctx context.Context) error {

@@ -240,16 +240,18 @@ func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (int,
 	// big for the store, and every such replay failed.
 	n := 0
 	for len(ds) > 0 {
-		end := min(len(ds), replayWriteMax)
-		for end < len(ds) && end > 1 && ds[end].Event == ds[end-1].Event {
-			end--
-		}
-		if end == 1 && len(ds) > 1 && ds[1].Event == ds[0].Event {
-			// One event with more deliveries than replayWriteMax: all of
-			// them in one write.
-			for end < len(ds) && ds[end].Event == ds[0].Event {
-				end++
+		// Whole events, as many as fit (at least one, however many
+		// deliveries it has).
+		end := 0
+		for end < len(ds) {
+			next := end + 1
+			for next < len(ds) && ds[next].Event == ds[end].Event {
+				next++
 			}
+			if end > 0 && next > replayWriteMax {
+				break
+			}
+			end = next
 		}
 		k, err := r.enqueueWrite(ctx, ds[:end])
 		n += k
