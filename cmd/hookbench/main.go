@@ -58,7 +58,17 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 1, "repeat the ceiling and the scenarios this many times, alternating, and print the medians (a shared machine's speed drifts between runs)")
 	flag.DurationVar(&o.timeline, "timeline", 0, "also print each scenario's answers per interval of this length (count, p50, p99, max), to see when slow answers happen")
 	serveBare := flag.String("serve-bare", "", "internal: serve a bare Fiber 202 handler on this address")
+	wrkRequests := flag.Int("wrk-requests", 0, "write this many signed ingest requests for wrk (see wrk.sh) and exit")
+	wrkFiles := flag.String("wrk-files", "req", "with -wrk-requests: file prefix, one file per wrk thread")
+	wrkThreads := flag.Int("wrk-threads", 2, "with -wrk-requests: wrk threads (files)")
 	flag.Parse()
+	if *wrkRequests > 0 {
+		if err := writeWrkRequests(*wrkRequests, *wrkThreads, o.bodySize, *wrkFiles); err != nil {
+			fmt.Fprintln(os.Stderr, "hookbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *serveBare != "" {
 		if err := serveBareFiber(*serveBare); err != nil {
 			fmt.Fprintln(os.Stderr, err)
