@@ -100,9 +100,10 @@ type Decision struct {
 // d.AttemptCount, d.RetryFrom) as a timestamp, so it survives restarts:
 // the interval grows like cenkalti/backoff's ExponentialBackOff (multiplier,
 // capped at max_interval) and the library draws the jitter. On 429 and 503 a
-// Retry-After (seconds or HTTP date) replaces the backoff, capped at
-// max_interval. The delivery fails once this attempt reaches max_attempts,
-// or when the next one would start after RetryFrom + max_elapsed.
+// Retry-After (seconds or HTTP date), capped at max_interval, is a floor
+// under the backoff: the retry waits for whichever is later. The delivery
+// fails once this attempt reaches max_attempts, or when the next one would
+// start after RetryFrom + max_elapsed.
 func Decide(p storage.RetryPolicy, d *storage.Delivery, a Answer, now time.Time) Decision {
 	switch {
 	case a.Err == nil && a.StatusCode >= 200 && a.StatusCode < 300:
@@ -123,12 +124,12 @@ func retryOrFail(p storage.RetryPolicy, d *storage.Delivery, a Answer, now time.
 	}
 	from := retryFrom(d, now)
 	interval := nextInterval(p, d.Interval)
-	wait, ok := retryAfter(a, now)
-	if ok {
-		wait = min(wait, p.MaxInterval)
-		ok = p.MaxElapsed <= 0 || now.Add(wait).Sub(from) <= p.MaxElapsed
-	} else {
-		wait, ok = jitter(p, interval, from, now)
+	wait, ok := jitter(p, interval, from, now)
+	if asked, has := retryAfter(a, now); has && ok {
+		// Never sooner than the receiver asks, nor than the policy's own
+		// schedule: "Retry-After: 0" must not turn retries into a loop.
+		wait = max(wait, min(asked, p.MaxInterval))
+		ok = now.Add(wait).Sub(from) <= p.MaxElapsed
 	}
 	if !ok {
 		fail.Reason = fmt.Sprintf("gave up: next attempt would be more than %s after the first (max_elapsed)", p.MaxElapsed)
