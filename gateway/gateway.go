@@ -160,7 +160,7 @@ func (g *Gateway) init(ctx context.Context) error {
 	}
 	g.metrics = newMetrics(g.store)
 	g.reg = newRegistry(g.store, g.log)
-	snap, err := g.reg.reload(ctx)
+	snap, err := g.reg.reload(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -229,12 +229,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) reloadRegistry() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	snap, err := g.reg.reload(ctx)
+	_, err := g.reg.reload(ctx, func(snap *snapshot) { g.disp.SetEndpoints(snap.endpoints) })
 	if err != nil {
 		g.log.Error("reload sources and endpoints", "err", err)
-		return
 	}
-	g.disp.SetEndpoints(snap.endpoints)
 }
 
 // PublicAddr is the bound ingest address (after Start).

@@ -43,7 +43,10 @@ func newRegistry(store storage.Catalog, log *slog.Logger) *registry {
 
 // reload rebuilds the snapshot from the store. A stored source that no
 // longer compiles is left out (and logged): it answers 404, never unverified.
-func (r *registry) reload(ctx context.Context) (*snapshot, error) {
+// publish, if not nil, hands the new snapshot to the other in-memory views
+// (the dispatcher's endpoints) before the next reload may start, so that
+// two reloads racing cannot leave the older snapshot published last.
+func (r *registry) reload(ctx context.Context, publish func(*snapshot)) (*snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	srcs, err := r.store.ListSources(ctx)
@@ -67,6 +70,9 @@ func (r *registry) reload(ctx context.Context) (*snapshot, error) {
 		s.byTenant[ep.Tenant] = append(s.byTenant[ep.Tenant], ep)
 	}
 	r.snap.Store(s)
+	if publish != nil {
+		publish(s)
+	}
 	return s, nil
 }
 
