@@ -8,7 +8,7 @@
 #   cmd/hookbench/wrk.sh [DURATION]     # default 30s; needs wrk (apt-get install wrk)
 #
 # HOOKGATE=/path/to/binary measures that build instead of this tree's;
-# KEEP_LOG=file keeps the gateway's log.
+# KEEP_LOG=file keeps the gateway's log; NO_BARE=1 skips the bare handler.
 set -euo pipefail
 duration=${1:-30s}
 secs=${duration%s}
@@ -51,11 +51,13 @@ measure() { # name pid url
 	fi
 }
 
-"$work/hookbench" -serve-bare 127.0.0.1:18181 &
-bare=$!
-until curl -sf http://127.0.0.1:18181/healthz >/dev/null; do sleep 0.1; done
-measure bare $bare http://127.0.0.1:18181/ingest/bench
-kill $bare
+if [ -z "${NO_BARE:-}" ]; then
+	"$work/hookbench" -serve-bare 127.0.0.1:18181 &
+	bare=$!
+	until curl -sf http://127.0.0.1:18181/healthz >/dev/null; do sleep 0.1; done
+	measure bare $bare http://127.0.0.1:18181/ingest/bench
+	kill $bare
+fi
 
 cat >"$work/config.yaml" <<CFG
 server: {listen: "127.0.0.1:18182", max_body: 1MiB}
