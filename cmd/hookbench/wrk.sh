@@ -3,7 +3,8 @@
 # the bare Fiber handler (hookbench -serve-bare), then hookgate, each under
 #   wrk -t2 -c64 -d$DURATION --latency
 # with the same pre-signed 1 KiB requests. Prints requests/s, p50, p99 and
-# the server's CPU time per request (from /proc, during the load only).
+# the server's CPU time and disk writes per request (from /proc, during the
+# load only).
 #
 #   cmd/hookbench/wrk.sh [DURATION]     # default 30s; needs wrk (apt-get install wrk)
 #
@@ -25,27 +26,30 @@ go build -o "$work/hookbench" ./cmd/hookbench
 "$work/hookbench" -wrk-requests $((secs * 20000)) -wrk-files "$work/req"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+written() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 waitfor() { until [ -e "$1" ]; do sleep 0.05; done; }
 
 measure() { # name pid url
-	local name=$1 pid=$2 url=$3 c0 c1
+	local name=$1 pid=$2 url=$3 c0 c1 w0 w1
 	rm -f "$work/started" "$work/done"
 	WRK_REQUESTS="$work/req" WRK_MARKER="$work/" \
 		wrk -t2 -c64 -d"$duration" --latency -s cmd/hookbench/wrk.lua "$url" >"$work/$name.out" &
 	local w=$!
 	waitfor "$work/started"
 	c0=$(ticks "$pid")
+	w0=$(written "$pid")
 	waitfor "$work/done"
 	c1=$(ticks "$pid")
+	w1=$(written "$pid")
 	wait $w
 	local n
 	n=$(awk '/requests in/ {print $1}' "$work/$name.out")
-	printf '%-8s %9s req/s  p50 %8s  p99 %8s  non-2xx %s  CPU %d µs/request\n' "$name" \
+	printf '%-8s %9s req/s  p50 %8s  p99 %8s  non-2xx %s  CPU %d µs/request  disk %d bytes/request\n' "$name" \
 		"$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/$name.out")" \
 		"$(awk '$1 == "50%" {print $2}' "$work/$name.out")" \
 		"$(awk '$1 == "99%" {print $2}' "$work/$name.out")" \
 		"$(awk '/Non-2xx/ {print $NF}' "$work/$name.out" | grep . || echo 0)" \
-		$(((c1 - c0) * 10000 / n))
+		$(((c1 - c0) * 10000 / n)) $(((w1 - w0) / n))
 	if [ "$n" -gt $((secs * 20000)) ] && [ "$name" != bare ]; then
 		echo "  (more requests than events: the rest were retries)"
 	fi

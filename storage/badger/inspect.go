@@ -20,7 +20,7 @@ const (
 // GetEvent reads one event.
 func (db *DB) GetEvent(ctx context.Context, id string) (storage.Event, error) {
 	var ev storage.Event
-	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, eventKey(id), &ev) })
+	err := db.view(func(txn *bdg.Txn) error { return getEvent(txn, id, &ev) })
 	return ev, err
 }
 
@@ -46,14 +46,14 @@ func (db *DB) ListAttempts(ctx context.Context, dlv string) ([]storage.Attempt, 
 
 // ListEvents returns a page of events, newest first.
 func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.Event, string, error) {
-	p := prefixEvent
+	ps := eventPrefixesNewestFirst
 	if f.Tenant != "" {
-		p = append(key(prefixTenantEvent, f.Tenant), sep)
+		ps = [][]byte{append(key(prefixTenantEvent, f.Tenant), sep)}
 	}
-	q := pageQuery{prefix: p, idPrefix: "evt_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
+	q := pageQuery{prefixes: ps, idPrefix: "evt_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Event, bool, error) {
 		var ev storage.Event
-		err := getRecord(txn, eventKey(id), &ev)
+		err := getEvent(txn, id, &ev)
 		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type) &&
 			within(ev.ReceivedAt, f.Since, f.Until), err
 	}, func(ev *storage.Event) string { return ev.ID })
@@ -68,7 +68,7 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	case f.Endpoint != "":
 		p = append(key(prefixEndpointDelivery, f.Endpoint), sep)
 	}
-	q := pageQuery{prefix: p, idPrefix: "dlv_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
+	q := pageQuery{prefixes: [][]byte{p}, idPrefix: "dlv_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Delivery, bool, error) {
 		d, err := getDelivery(txn, id)
 		match := (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Endpoint == "" || d.Endpoint == f.Endpoint) &&
@@ -86,8 +86,8 @@ func within(t, since, until time.Time) bool {
 
 // pageQuery is one page of a newest-first listing over time-ordered IDs.
 type pageQuery struct {
-	prefix       []byte // keys end in the IDs
-	idPrefix     string // "evt_", "dlv_"
+	prefixes     [][]byte // keys end in the IDs; scanned in turn, newer IDs first
+	idPrefix     string   // "evt_", "dlv_"
 	cursor       string
 	since, until time.Time
 	limit        int
@@ -104,18 +104,24 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	var out []T
 	more := false
 	err = db.view(func(txn *bdg.Txn) error {
-		return scanIDsNewestFirst(txn, q.prefix, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
-			rec, match, err := load(txn, id)
-			if err != nil || !match {
-				return err == nil, err
+		for _, p := range q.prefixes {
+			err := scanIDsNewestFirst(txn, p, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
+				rec, match, err := load(txn, id)
+				if err != nil || !match {
+					return err == nil, err
+				}
+				if len(out) == limit {
+					more = true
+					return false, nil
+				}
+				out = append(out, rec)
+				return true, nil
+			})
+			if err != nil || more {
+				return err
 			}
-			if len(out) == limit {
-				more = true
-				return false, nil
-			}
-			out = append(out, rec)
-			return true, nil
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, "", err

@@ -9,9 +9,23 @@ import (
 // after it are joined with sep (0x00), which no ID or tenant contains.
 // Gateway IDs (evt_, dlv_) sort by creation time, so a prefix scan in key
 // order is a scan in time order.
+//
+// Event records come first in key order, and their IDs grow with time, so
+// new records are always the last keys of the first range of keys that
+// ingest writes. Badger cuts a compaction's output tables by size, not at
+// prefixes: a table ending with new keys of one prefix and starting the
+// new keys of the next covers everything stored between them in deeper
+// levels, and compacting it down rewrites all of that. Until 2026-11-30
+// event records lived under "ev:", after the tenant index "et:" (and the
+// random dedupe keys): nearly every such compaction rewrote every stored
+// event (BENCHMARKS.md, "Key order"). Here, only small index keys lie in
+// such gaps.
 var (
-	// ev:<evt>                      → event (JSON, with the raw body)
-	prefixEvent = []byte("ev:")
+	// ae:<evt>                      → event (binary record, with the raw body)
+	prefixEvent = []byte("ae:")
+	// ev:<evt>: event records written before 2026-11-30, read where they
+	// are until retention purges them (events.go)
+	legacyPrefixEvent = []byte("ev:")
 	// et:<tenant>\0<evt>            → "" (events of a tenant, for scoped listing)
 	prefixTenantEvent = []byte("et:")
 	// dd:<tenant>\0<source>\0<id>   → dedupeRecord, with a Badger TTL

@@ -73,7 +73,7 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 	err = db.view(func(txn *bdg.Txn) error {
 		for _, d := range claimed {
 			var ev storage.Event
-			err := getRecord(txn, eventKey(d.Event), &ev)
+			err := getEvent(txn, d.Event, &ev)
 			if errors.Is(err, storage.ErrNotFound) {
 				continue // purged, with its delivery, since the claim
 			}
@@ -267,11 +267,12 @@ func (db *DB) Enqueue(ctx context.Context, ds []storage.Delivery) error {
 	}
 	return db.update(ctx, size, func(txn *bdg.Txn) error {
 		for i := range ds {
-			if _, err := txn.Get(eventKey(ds[i].Event)); err != nil {
-				if errors.Is(err, bdg.ErrKeyNotFound) {
-					return fmt.Errorf("event %s: %w", ds[i].Event, storage.ErrNotFound)
-				}
+			ok, err := hasEvent(txn, ds[i].Event)
+			if err != nil {
 				return err
+			}
+			if !ok {
+				return fmt.Errorf("event %s: %w", ds[i].Event, storage.ErrNotFound)
 			}
 		}
 		for i := range ds {

@@ -25,24 +25,28 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 	err := db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
 		n = 0
 		var dels [][]byte
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixEvent})
 		var events []storage.Event
-		for it.Rewind(); it.Valid() && len(events) < limit; it.Next() {
-			id := string(it.Item().Key()[len(prefixEvent):])
-			t, ok := storage.IDTime("evt_", id)
-			if ok && !t.Before(cutoff) {
-				break
+		var keys [][]byte // of events
+		for _, p := range eventPrefixesOldestFirst {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+			for it.Rewind(); it.Valid() && len(events) < limit; it.Next() {
+				id := string(it.Item().Key()[len(p):])
+				t, ok := storage.IDTime("evt_", id)
+				if ok && !t.Before(cutoff) {
+					break
+				}
+				var ev storage.Event
+				if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
+					it.Close()
+					return err
+				}
+				ev.ID = id
+				events = append(events, ev)
+				keys = append(keys, it.Item().KeyCopy(nil))
 			}
-			var ev storage.Event
-			if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
-				it.Close()
-				return err
-			}
-			ev.ID = id
-			events = append(events, ev)
+			it.Close()
 		}
-		it.Close()
-		for _, ev := range events {
+		for i, ev := range events {
 			ks, err := eventDeliveryKeys(txn, ev.ID)
 			if err != nil {
 				return err
@@ -50,7 +54,7 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 			if n > 0 && len(dels)+len(ks)+2 > purgeKeyBudget {
 				break // the rest in the next call
 			}
-			dels = append(dels, eventKey(ev.ID), tenantEventKey(ev.Tenant, ev.ID))
+			dels = append(dels, keys[i], tenantEventKey(ev.Tenant, ev.ID))
 			dels = append(dels, ks...)
 			n++
 		}

@@ -1,0 +1,197 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// A store written before event records moved to prefixEvent keeps its
+// older records where they are: they stay readable, listable (newest first
+// across both key ranges, page by page), replayable, claimable and
+// purgeable.
+func TestLegacyEventRecordsStayUsable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		legacy int // how many of the oldest events are under the old keys
+	}{{"all legacy", 5}, {"some legacy", 2}, {"none", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx := context.Background()
+			db, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now().UTC().Truncate(time.Millisecond) // IDs keep whole milliseconds
+			var reqs []*storage.AcceptRequest
+			for i := range 5 {
+				body := fmt.Sprintf(`{"n":%d,"pad":%q}`, i, bytes.Repeat([]byte("x"), i*300))
+				req := acceptRequest(fmt.Sprintf("evt-%d", i), body, start.Add(time.Duration(i)*time.Millisecond), "ep1")
+				if _, err := db.Accept(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				reqs = append(reqs, req)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Put the oldest records back where older builds kept them.
+			raw, err := bdg.Open(bdg.DefaultOptions(dir).WithLogger(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = raw.Update(func(txn *bdg.Txn) error {
+				for _, req := range reqs[:tc.legacy] {
+					item, err := txn.Get(eventKey(req.Event.ID))
+					if err != nil {
+						return err
+					}
+					v, err := item.ValueCopy(nil)
+					if err != nil {
+						return err
+					}
+					if err := txn.Set(legacyEventKey(req.Event.ID), v); err != nil {
+						return err
+					}
+					if err := txn.Delete(eventKey(req.Event.ID)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := raw.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			db, err = Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if n := countKeys(t, db, legacyPrefixEvent); n != tc.legacy {
+				t.Fatalf("%d records under the old keys, want %d", n, tc.legacy)
+			}
+			for _, req := range reqs {
+				ev, err := db.GetEvent(ctx, req.Event.ID)
+				if err != nil || !bytes.Equal(ev.Body, req.Event.Body) {
+					t.Fatalf("event %s: %v, body %q", req.Event.ID, err, ev.Body)
+				}
+			}
+			for _, tenant := range []string{"", "acme"} {
+				var got []string
+				cursor := ""
+				for page := 0; ; page++ {
+					evs, next, err := db.ListEvents(ctx, storage.EventFilter{Tenant: tenant, Limit: 2, Cursor: cursor})
+					if err != nil || page > 5 {
+						t.Fatalf("list (tenant %q) page %d: %v", tenant, page, err)
+					}
+					for _, ev := range evs {
+						got = append(got, ev.EventID)
+					}
+					if next == "" {
+						break
+					}
+					cursor = next
+				}
+				if want := "evt-4 evt-3 evt-2 evt-1 evt-0"; strings.Join(got, " ") != want {
+					t.Fatalf("listed (tenant %q) %v, want %s", tenant, got, want)
+				}
+			}
+			// A replay enqueues new deliveries of the stored events.
+			for _, req := range reqs {
+				d := req.Deliveries[0]
+				d.ID, d.Endpoint = storage.NewID("dlv_", start), "ep2"
+				if err := db.Enqueue(ctx, []storage.Delivery{d}); err != nil {
+					t.Fatalf("enqueue a delivery of %s: %v", req.Event.ID, err)
+				}
+			}
+			jobs, err := db.Claim(ctx, "ep1", start.Add(time.Second), 10, time.Minute)
+			if err != nil || len(jobs) != 5 {
+				t.Fatalf("claimed %d jobs (err %v), want 5", len(jobs), err)
+			}
+			for _, j := range jobs {
+				if len(j.Event.Body) == 0 {
+					t.Fatalf("job %s came without its event", j.Delivery.ID)
+				}
+			}
+			if n, err := db.Purge(ctx, start.Add(3*time.Millisecond), 100); err != nil || n != 3 {
+				t.Fatalf("purged %d (err %v), want the 3 oldest", n, err)
+			}
+			for i, req := range reqs {
+				_, err := db.GetEvent(ctx, req.Event.ID)
+				if gone := errors.Is(err, storage.ErrNotFound); gone != (i < 3) {
+					t.Fatalf("event %d after the purge: %v", i, err)
+				}
+			}
+			if n, err := db.Purge(ctx, start.Add(time.Hour), 100); err != nil || n != 2 {
+				t.Fatalf("purged %d (err %v), want the other 2", n, err)
+			}
+			if n := countKeys(t, db, legacyPrefixEvent) + countKeys(t, db, prefixEvent); n != 0 {
+				t.Fatalf("%d event records left after purging all", n)
+			}
+		})
+	}
+}
+
+// Event records must sort before every other key that ingest and delivery
+// write (keys.go says why); a new prefix must not break that.
+func TestEventRecordsSortFirst(t *testing.T) {
+	for _, p := range [][]byte{
+		prefixTenantEvent, prefixDedupe, prefixDelivery, prefixEventDelivery,
+		prefixEndpointDelivery, prefixQueue, prefixAttempt, prefixEndpoint,
+		prefixSource, prefixIdem, prefixReplay, keyPing, legacyPrefixEvent,
+	} {
+		if bytes.Compare(prefixEvent, p) >= 0 {
+			t.Errorf("event records (%q) sort after %q", prefixEvent, p)
+		}
+	}
+}
+
+func countKeys(t *testing.T, db *DB, prefix []byte) int {
+	t.Helper()
+	n := 0
+	err := db.view(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func acceptRequest(id, body string, now time.Time, endpoint string) *storage.AcceptRequest {
+	evt := storage.NewID("evt_", now)
+	return &storage.AcceptRequest{
+		Key:         storage.DedupeKey{Tenant: "acme", Source: "stripe", EventID: id},
+		BodyHash:    sha256.Sum256([]byte(body)),
+		DedupeUntil: now.Add(time.Hour),
+		Event: storage.Event{
+			ID: evt, Tenant: "acme", Source: "stripe", EventID: id, Type: "test.event",
+			ReceivedAt: now, ContentType: "application/json", Body: []byte(body),
+			IdempotencyKey: storage.IdempotencyKey("acme", "stripe", id),
+		},
+		Deliveries: []storage.Delivery{{
+			ID: storage.NewID("dlv_", now), Event: evt, Tenant: "acme", Endpoint: endpoint,
+			State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
+			IdempotencyKey: storage.IdempotencyKey("acme", "stripe", id),
+		}},
+		Response: storage.Response{Status: 202, Body: []byte(`{}`)},
+	}
+}
