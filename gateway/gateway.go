@@ -298,6 +298,11 @@ func (g *Gateway) Shutdown() error {
 // Nothing they carried was acknowledged.
 func (g *Gateway) shutdownServer(name string, app *fiber.App, ln *trackingListener, grace time.Duration) error {
 	err := app.ShutdownWithTimeout(grace)
+	// fasthttp closes only the listeners its Serve has registered: a
+	// shutdown right after Start could leave a Serve that had not got
+	// there yet accepting for good. Closing ours too ends it (the second
+	// close of a listener fasthttp closed is a harmless error).
+	_ = ln.Listener.Close()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
