@@ -11,17 +11,12 @@ import (
 // Event records live under prefixEvent. Stores written before 2026-11-30
 // also hold records under legacyPrefixEvent, until retention purges them:
 // moving them when a store opens would hold up the start of an upgraded
-// gateway for minutes with a month of events. Every legacy record was
-// written before every record under prefixEvent, and event IDs grow with
-// time, so the legacy range followed by the new one is one time-ordered
-// sequence. (A clock set back across the upgrade could break that order
-// for the events of those moments; then the operator's newest-first
-// listing can put them out of order or skip them; nothing else depends on
-// the order across the two ranges.)
-var (
-	eventPrefixesOldestFirst = [][]byte{legacyPrefixEvent, prefixEvent}
-	eventPrefixesNewestFirst = [][]byte{prefixEvent, legacyPrefixEvent}
-)
+// gateway for minutes with a month of events. Listings merge the two
+// ranges by ID (scanIDsNewestFirst), and the purge checks each range
+// against the cutoff, so nothing relies on every legacy record being
+// older than every new one (a clock set back across the upgrade, or a
+// downgrade and upgrade again, would break that).
+var eventPrefixes = [][]byte{legacyPrefixEvent, prefixEvent}
 
 func legacyEventKey(id string) []byte { return key(legacyPrefixEvent, id) }
 

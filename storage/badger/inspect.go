@@ -46,7 +46,7 @@ func (db *DB) ListAttempts(ctx context.Context, dlv string) ([]storage.Attempt, 
 
 // ListEvents returns a page of events, newest first.
 func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.Event, string, error) {
-	ps := eventPrefixesNewestFirst
+	ps := eventPrefixes
 	if f.Tenant != "" {
 		ps = [][]byte{append(key(prefixTenantEvent, f.Tenant), sep)}
 	}
@@ -86,7 +86,7 @@ func within(t, since, until time.Time) bool {
 
 // pageQuery is one page of a newest-first listing over time-ordered IDs.
 type pageQuery struct {
-	prefixes     [][]byte // keys end in the IDs; scanned in turn, newer IDs first
+	prefixes     [][]byte // keys end in the IDs; merged by ID
 	idPrefix     string   // "evt_", "dlv_"
 	cursor       string
 	since, until time.Time
@@ -104,24 +104,18 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	var out []T
 	more := false
 	err = db.view(func(txn *bdg.Txn) error {
-		for _, p := range q.prefixes {
-			err := scanIDsNewestFirst(txn, p, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
-				rec, match, err := load(txn, id)
-				if err != nil || !match {
-					return err == nil, err
-				}
-				if len(out) == limit {
-					more = true
-					return false, nil
-				}
-				out = append(out, rec)
-				return true, nil
-			})
-			if err != nil || more {
-				return err
+		return scanIDsNewestFirst(txn, q.prefixes, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
+			rec, match, err := load(txn, id)
+			if err != nil || !match {
+				return err == nil, err
 			}
-		}
-		return nil
+			if len(out) == limit {
+				more = true
+				return false, nil
+			}
+			out = append(out, rec)
+			return true, nil
+		})
 	})
 	if err != nil {
 		return nil, "", err
@@ -133,18 +127,38 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	return out, next, nil
 }
 
-// scanIDsNewestFirst walks the time-ordered IDs that end the keys under p,
-// newest first, strictly before the cursor ID after (if any) and within
-// [since, until]. fn returns false to stop.
-func scanIDsNewestFirst(txn *bdg.Txn, p []byte, after, idPrefix string, since, until time.Time, fn func(id string) (bool, error)) error {
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, Reverse: true})
-	defer it.Close()
-	seek := append(append([]byte(nil), p...), 0xff)
-	if after != "" {
-		seek = append(append([]byte(nil), p...), after...)
+// scanIDsNewestFirst walks the time-ordered IDs that end the keys under
+// the prefixes, newest first, merged by ID across the prefixes (an ID under
+// several is seen once), starting after the cursor ID after, within
+// [since, until] at whole milliseconds, until fn returns false.
+func scanIDsNewestFirst(txn *bdg.Txn, prefixes [][]byte, after, idPrefix string, since, until time.Time, fn func(id string) (bool, error)) error {
+	its := make([]*bdg.Iterator, len(prefixes))
+	for i, p := range prefixes {
+		its[i] = txn.NewIterator(bdg.IteratorOptions{Prefix: p, Reverse: true})
+		defer its[i].Close()
+		seek := append(append([]byte(nil), p...), 0xff)
+		if after != "" {
+			seek = append(append([]byte(nil), p...), after...)
+		}
+		its[i].Seek(seek)
 	}
-	for it.Seek(seek); it.Valid(); it.Next() {
-		id := string(it.Item().Key()[len(p):])
+	idAt := func(i int) string { return string(its[i].Item().Key()[len(prefixes[i]):]) }
+	for {
+		newest := -1 // the iterator at the greatest ID
+		for i, it := range its {
+			if it.Valid() && (newest < 0 || idAt(i) > idAt(newest)) {
+				newest = i
+			}
+		}
+		if newest < 0 {
+			return nil
+		}
+		id := idAt(newest)
+		for i, it := range its {
+			if it.Valid() && idAt(i) == id {
+				it.Next()
+			}
+		}
 		if after != "" && id == after {
 			continue
 		}
@@ -162,7 +176,6 @@ func scanIDsNewestFirst(txn *bdg.Txn, p []byte, after, idPrefix string, since, u
 			return err
 		}
 	}
-	return nil
 }
 
 func pageLimit(n int) int {

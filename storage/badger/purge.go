@@ -27,7 +27,7 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 		var dels [][]byte
 		var events []storage.Event
 		var keys [][]byte // of events
-		for _, p := range eventPrefixesOldestFirst {
+		for _, p := range eventPrefixes {
 			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
 			for it.Rewind(); it.Valid() && len(events) < limit; it.Next() {
 				id := string(it.Item().Key()[len(p):])
