@@ -19,6 +19,9 @@ import (
 // remote client would leave it. The timestamps are now: use the files
 // within the standard-webhooks tolerance (5 minutes).
 func writeWrkRequests(n, files, size int, prefix string) error {
+	if files < 1 || n < files {
+		return fmt.Errorf("-wrk-requests %d over -wrk-threads %d: need at least one request per thread", n, files)
+	}
 	ws := make([]*bufio.Writer, files)
 	for i := range ws {
 		f, err := os.Create(prefix + strconv.Itoa(i+1) + ".txt")

@@ -13,6 +13,18 @@
 set -euo pipefail
 duration=${1:-30s}
 secs=${duration%s}
+case $secs in
+'' | *[!0-9]*)
+	echo "usage: $0 [SECONDSs] (e.g. 30s)" >&2
+	exit 2
+	;;
+esac
+if [ "$secs" -gt 240 ]; then
+	# The requests are signed in advance; standard-webhooks refuses
+	# timestamps more than 5 minutes old.
+	echo "$0: at most 240s" >&2
+	exit 2
+fi
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
