@@ -169,10 +169,15 @@ var benchKey = func() []byte {
 	return k
 }()
 
-func post(ctx context.Context, c *http.Client, url string, r request) (int, bool, error) {
+// signature is the standard-webhooks signature of a bench request.
+func signature(id, ts string, body []byte) string {
 	mac := hmac.New(sha256.New, benchKey)
-	mac.Write([]byte(r.id + "." + r.ts + "."))
-	mac.Write(r.body)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func post(ctx context.Context, c *http.Client, url string, r request) (int, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.body))
 	if err != nil {
 		return 0, false, err
@@ -180,7 +185,7 @@ func post(ctx context.Context, c *http.Client, url string, r request) (int, bool
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("webhook-id", r.id)
 	req.Header.Set("webhook-timestamp", r.ts)
-	req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("webhook-signature", signature(r.id, r.ts, r.body))
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, false, err

@@ -2,9 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"strconv"
@@ -37,11 +34,7 @@ func writeWrkRequests(n, files, size int, prefix string) error {
 		id := fmt.Sprintf("msg_%x_%d", run, i)
 		ts := strconv.FormatInt(now.Unix(), 10)
 		body := eventBody(id, now.UnixNano(), size)
-		mac := hmac.New(sha256.New, benchKey)
-		mac.Write([]byte(id + "." + ts + "."))
-		mac.Write(body)
-		sig := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-		if _, err := fmt.Fprintf(ws[i%files], "%s\t%s\t%s\t%s\n", id, ts, sig, body); err != nil {
+		if _, err := fmt.Fprintf(ws[i%files], "%s\t%s\t%s\t%s\n", id, ts, signature(id, ts, body), body); err != nil {
 			return err
 		}
 	}
