@@ -143,6 +143,10 @@ type Replays interface {
 type Maintainer interface {
 	// Purge deletes events received before cutoff, with their deliveries and
 	// attempts, at most limit events per call. It returns how many it deleted.
+	// An event with a live delivery whose retry budget (RetryFrom) started
+	// at or after cutoff is kept until that delivery finishes. A call may
+	// look at a bounded number of events and delete none; later calls go on
+	// after the events it kept.
 	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }
 

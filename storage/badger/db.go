@@ -84,8 +84,11 @@ type DB struct {
 	log    *slog.Logger
 	floors *floors
 	recent *recentKeys
-	dir    string
-	space  spaceReading // the writer's last free-space reading
+
+	purgeMu   sync.Mutex
+	purgeFrom [][]byte // per event prefix, where the next Purge resumes
+	dir       string
+	space     spaceReading // the writer's last free-space reading
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool

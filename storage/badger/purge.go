@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -15,48 +16,91 @@ import (
 // transaction failed every time, and retention stopped for good.
 const purgeKeyBudget = 16_384
 
+// purgeScanBudget bounds the events one Purge looks at. Events kept for a
+// fresh retry are skipped, not deleted; a call that meets many of them
+// stops after this many and the next call goes on after them.
+var purgeScanBudget = 4096
+
 // Purge deletes up to limit events received before cutoff, with their
 // deliveries, outbox entries and attempts, in one transaction of at most
 // purgeKeyBudget keys (so it may delete fewer, but always at least one
-// event when one is due). Event IDs are time-ordered, so the oldest events
-// are the first keys.
+// event when one is due and the scan reaches it). Event IDs are
+// time-ordered, so the oldest events are the first keys.
+//
+// An event with a live delivery whose retry budget started at or after
+// cutoff (a replay or a manual retry of an old event) is kept until that
+// delivery finishes: retention must not cut short a retry window it did
+// not see start (the gateway keeps every retry window within retention).
+// A live delivery whose budget started before cutoff does not keep its
+// event: an endpoint disabled for the whole retention period loses its
+// backlog with its events, as before.
+//
+// Calls resume where the previous one stopped (purgeFrom), so that kept
+// events at the head are not walked by every call; a call that reaches
+// the cutoff starts the next one from the beginning again.
 func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	db.purgeMu.Lock()
+	defer db.purgeMu.Unlock()
+	from := db.purgeFrom
+	if from == nil {
+		from = make([][]byte, len(eventPrefixes))
+	}
+	var next [][]byte
 	n := 0
 	err := db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
+		// May run more than once: everything it sets starts afresh.
 		n = 0
+		next = make([][]byte, len(eventPrefixes))
 		var dels [][]byte
-		var events []storage.Event
-		var keys [][]byte // of events
-		for _, p := range eventPrefixes {
+		examined, stopped := 0, false
+		for pi, p := range eventPrefixes {
+			if stopped {
+				next[pi] = from[pi] // not reached in this call
+				continue
+			}
+			var last []byte // the last event handled (deleted or kept)
 			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
-			for it.Rewind(); it.Valid() && len(events) < limit; it.Next() {
-				id := string(it.Item().Key()[len(p):])
+			for it.Seek(orKey(from[pi], p)); it.Valid(); it.Next() {
+				k := it.Item().Key()
+				if from[pi] != nil && bytes.Equal(k, from[pi]) {
+					continue // handled by the previous call
+				}
+				id := string(k[len(p):])
 				t, ok := storage.IDTime("evt_", id)
 				if ok && !t.Before(cutoff) {
 					break
 				}
+				if n >= limit || examined >= purgeScanBudget {
+					stopped = true
+					break
+				}
+				examined++
 				var ev storage.Event
 				if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
 					it.Close()
 					return err
 				}
 				ev.ID = id
-				events = append(events, ev)
-				keys = append(keys, it.Item().KeyCopy(nil))
+				ks, keep, err := eventDeliveryKeys(txn, ev.ID, cutoff)
+				if err != nil {
+					it.Close()
+					return err
+				}
+				if !keep {
+					if n > 0 && len(dels)+len(ks)+2 > purgeKeyBudget {
+						stopped = true // the rest in the next call
+						break
+					}
+					dels = append(dels, it.Item().KeyCopy(nil), tenantEventKey(ev.Tenant, ev.ID))
+					dels = append(dels, ks...)
+					n++
+				}
+				last = it.Item().KeyCopy(last[:0])
 			}
 			it.Close()
-		}
-		for i, ev := range events {
-			ks, err := eventDeliveryKeys(txn, ev.ID)
-			if err != nil {
-				return err
+			if stopped {
+				next[pi] = orKey(last, from[pi])
 			}
-			if n > 0 && len(dels)+len(ks)+2 > purgeKeyBudget {
-				break // the rest in the next call
-			}
-			dels = append(dels, keys[i], tenantEventKey(ev.Tenant, ev.ID))
-			dels = append(dels, ks...)
-			n++
 		}
 		for _, k := range dels {
 			if err := txn.Delete(k); err != nil {
@@ -65,12 +109,16 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 		}
 		return nil
 	})
+	if err == nil {
+		db.purgeFrom = next
+	}
 	return n, err
 }
 
 // eventDeliveryKeys lists every key that belongs to the deliveries of an
-// event: indexes, records, outbox entries and attempts.
-func eventDeliveryKeys(txn *bdg.Txn, evt string) ([][]byte, error) {
+// event: indexes, records, outbox entries and attempts. keep reports a
+// live delivery whose retry budget started at or after cutoff.
+func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (keys [][]byte, keep bool, err error) {
 	p := append(key(prefixEventDelivery, evt), sep)
 	var ids []string
 	var out [][]byte
@@ -88,6 +136,7 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string) ([][]byte, error) {
 		out = append(out, deliveryKey(id), endpointDeliveryKey(d.Endpoint, id))
 		if !d.State.Terminal() {
 			out = append(out, queueKey(d.Endpoint, dueAt(&d), id))
+			keep = keep || !d.RetryFrom.Before(cutoff)
 		}
 		ap := append(key(prefixAttempt, id), sep)
 		ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap})
@@ -96,5 +145,13 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string) ([][]byte, error) {
 		}
 		ai.Close()
 	}
-	return out, nil
+	return out, keep, nil
+}
+
+// orKey returns a unless it is nil, else b.
+func orKey(a, b []byte) []byte {
+	if a != nil {
+		return a
+	}
+	return b
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, o Opener) {
 		"IdempotencyConcurrent":    testIdempotencyConcurrent,
 		"Replays":                  testReplays,
 		"Purge":                    testPurge,
+		"PurgeKeepsFreshRetries":   testPurgeKeepsFreshRetries,
 		"ClosedStoreRefusesWrites": testClosed,
 	}
 	for name, fn := range tests {
@@ -773,6 +774,73 @@ func testPurge(t *testing.T, o Opener) {
 	jobs := must(s.Claim(ctx, "ep1", now.Add(-3*time.Hour).Add(4*time.Hour), 10, time.Minute))
 	if len(jobs) != 1 || jobs[0].Delivery.ID != fresh.Deliveries[0].ID {
 		t.Fatalf("outbox after purge: %+v", jobs)
+	}
+}
+
+// testPurgeKeepsFreshRetries: a replay or a manual retry of an event close
+// to the retention cutoff starts a retry budget that retention must not
+// cut short. The event stays until such deliveries finish; deliveries
+// whose budget started before the cutoff (an endpoint disabled for the
+// whole retention period) do not hold their event.
+func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	now := time.Now().UTC()
+	then := now.Add(-2 * time.Hour)
+	cutoff := now.Add(-time.Hour)
+	stale := event("acme", "stripe", "stale", "b", then, "ep1")
+	replayed := event("acme", "stripe", "replayed", "b", then.Add(time.Second), "ep1")
+	retried := event("acme", "stripe", "retried", "b", then.Add(2*time.Second), "ep2")
+	for _, r := range []*storage.AcceptRequest{stale, replayed, retried} {
+		must(s.Accept(ctx, r))
+	}
+	// Replay: a new delivery of the old event, with a budget from now.
+	fresh := replayed.Deliveries[0]
+	fresh.ID = storage.NewID("dlv_", now)
+	fresh.CreatedAt, fresh.NextAttemptAt, fresh.RetryFrom, fresh.UpdatedAt = now, now, now, now
+	ok(s.Enqueue(ctx, []storage.Delivery{fresh}))
+	// Manual retry of a delivery that had failed.
+	jobs := must(s.Claim(ctx, "ep2", then.Add(3*time.Second), 10, time.Minute))
+	if len(jobs) != 1 {
+		t.Fatalf("claim: %+v", jobs)
+	}
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: then, StatusCode: 400}, State: storage.StateFailed}))
+	must(s.Retry(ctx, jobs[0].Delivery.ID, now))
+
+	if n := must(s.Purge(ctx, cutoff, 100)); n != 1 {
+		t.Fatalf("purged %d events, want 1 (the one without a fresh retry)", n)
+	}
+	if _, err := s.GetEvent(ctx, stale.Event.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("stale event kept: %v", err)
+	}
+	for _, r := range []*storage.AcceptRequest{replayed, retried} {
+		must(s.GetEvent(ctx, r.Event.ID))
+	}
+	must(s.GetDelivery(ctx, fresh.ID))
+	// Both fresh deliveries are still deliverable, with their event's body
+	// (ep1 also has the replayed event's first delivery, still pending).
+	want := map[string]bool{fresh.ID: true, jobs[0].Delivery.ID: true}
+	for _, ep := range []string{"ep1", "ep2"} {
+		for _, j := range must(s.Claim(ctx, ep, now, 10, time.Minute)) {
+			if string(j.Event.Body) != "b" {
+				t.Fatalf("%s: job without its event: %+v", ep, j)
+			}
+			delete(want, j.Delivery.ID)
+			ok(s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
+				Attempt: storage.Attempt{N: 2, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("fresh retries lost to retention: %v", want)
+	}
+	// Finished: now retention takes them.
+	if n := must(s.Purge(ctx, cutoff, 100)); n != 2 {
+		t.Fatalf("purged %d events after the retries finished, want 2", n)
+	}
+	for _, r := range []*storage.AcceptRequest{replayed, retried} {
+		if _, err := s.GetEvent(ctx, r.Event.ID); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("finished event kept: %v", err)
+		}
 	}
 }
 

@@ -1,0 +1,98 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// Events kept for a fresh retry are skipped by Purge, and a call looks at
+// no more than purgeScanBudget events. Calls must go on after the kept
+// ones, or a head of kept events longer than the budget would stop
+// retention for good (every call would look at the same events and
+// delete nothing), and come back to them once they are finished.
+func TestPurgeResumesPastKeptEvents(t *testing.T) {
+	defer func(b int) { purgeScanBudget = b }(purgeScanBudget)
+	purgeScanBudget = 2
+	ctx := context.Background()
+	db, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UTC()
+	then := now.Add(-2 * time.Hour)
+	cutoff := now.Add(-time.Hour)
+
+	var kept, doomed []string
+	var fresh []storage.Delivery
+	for i := range 6 {
+		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")
+		if _, err := db.Accept(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 4 { // the last two are not replayed
+			doomed = append(doomed, req.Event.ID)
+			continue
+		}
+		kept = append(kept, req.Event.ID)
+		d := req.Deliveries[0]
+		d.ID = storage.NewID("dlv_", now)
+		d.CreatedAt, d.NextAttemptAt, d.RetryFrom, d.UpdatedAt = now, now, now, now
+		fresh = append(fresh, d)
+	}
+	if err := db.Enqueue(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	moveToLegacyKeys(t, db, doomed[1:]) // one in each key range
+
+	purged := 0
+	for range 10 {
+		n, err := db.Purge(ctx, cutoff, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged += n
+	}
+	if purged != len(doomed) {
+		t.Fatalf("purged %d events in 10 calls, want %d", purged, len(doomed))
+	}
+	for _, id := range doomed {
+		if _, err := db.GetEvent(ctx, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("event %s not purged: %v", id, err)
+		}
+	}
+	for _, id := range kept {
+		if _, err := db.GetEvent(ctx, id); err != nil {
+			t.Fatalf("event %s with a fresh retry: %v", id, err)
+		}
+	}
+
+	// The retries finish: the next passes take the kept events too.
+	jobs, err := db.Claim(ctx, "ep1", now, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		err := db.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
+			Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	purged = 0
+	for range 10 {
+		n, err := db.Purge(ctx, cutoff, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged += n
+	}
+	if purged != len(kept) {
+		t.Fatalf("purged %d finished events, want %d", purged, len(kept))
+	}
+}
