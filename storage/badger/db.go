@@ -459,38 +459,46 @@ func (b badgerLogger) Infof(f string, a ...any)  { b.l.Debug("badger: " + fmt.Sp
 func (b badgerLogger) Debugf(f string, a ...any) {}
 
 // syncStats counts the syncer's work for SyncStats. Only the syncer
-// writes; readers may run at any time.
+// writes; readers may run at any time, and see whole syncs: a scrape must
+// never show a bucket above the count (Prometheus histograms are
+// cumulative, and +Inf is the count).
 type syncStats struct {
-	syncs   atomic.Uint64
-	nanos   atomic.Uint64
-	writes  atomic.Uint64
-	buckets [len(storage.SyncBounds)]atomic.Uint64 // per bound, not cumulative
+	mu      sync.Mutex
+	syncs   uint64
+	nanos   uint64
+	writes  uint64
+	buckets [len(storage.SyncBounds)]uint64 // per bound, not cumulative
 }
 
 func (s *syncStats) observe(d time.Duration, writes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, b := range storage.SyncBounds {
 		if d.Seconds() <= b {
-			s.buckets[i].Add(1)
+			s.buckets[i]++
 			break
 		}
 	}
-	s.nanos.Add(uint64(d))
-	s.writes.Add(uint64(writes))
-	s.syncs.Add(1) // last: a reader that sees this sync sees its parts
+	s.nanos += uint64(d)
+	s.writes += uint64(writes)
+	s.syncs++
 }
 
 // SyncStats reports the syncs since Open (storage.SyncReporter).
 func (db *DB) SyncStats() storage.SyncStats {
-	// Buckets first: a sync counted in a bucket but not yet in syncs
-	// would make a bucket exceed the total.
-	var st storage.SyncStats
+	s := &db.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := storage.SyncStats{
+		Syncs:   s.syncs,
+		Seconds: time.Duration(s.nanos).Seconds(),
+		Writes:  s.writes,
+		Buckets: make([]uint64, 0, len(s.buckets)),
+	}
 	var sum uint64
-	for i := range db.stats.buckets {
-		sum += db.stats.buckets[i].Load()
+	for _, n := range s.buckets {
+		sum += n
 		st.Buckets = append(st.Buckets, sum)
 	}
-	st.Syncs = db.stats.syncs.Load()
-	st.Seconds = time.Duration(db.stats.nanos.Load()).Seconds()
-	st.Writes = db.stats.writes.Load()
 	return st
 }
