@@ -108,6 +108,9 @@ type Catalog interface {
 }
 
 // Inspector reads events, deliveries and attempts for the admin API.
+// Listings page newest first; an engine may end a page short, even empty,
+// with a next cursor, to bound the records one call reads when a filter
+// matches few of them. The last page is the one without a cursor.
 type Inspector interface {
 	GetEvent(ctx context.Context, id string) (Event, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, string, error)

@@ -93,8 +93,17 @@ type pageQuery struct {
 	limit        int
 }
 
+// listScanBudget bounds the records one page looks at. A filter that
+// matches few of the records scanned (a tenant's deliveries among every
+// tenant's, a rare type) would otherwise read the whole store for one
+// request; past the budget the page ends short, even empty, with a cursor
+// after the last record looked at. It is above MaxLimit, so a page that
+// every record matches is always full.
+var listScanBudget = 10_000
+
 // listPage loads the records of a page, keeping those load says match; the
-// cursor is the last ID returned when there is more.
+// cursor is the last ID returned when there is more, or the last ID looked
+// at when the scan budget ran out first.
 func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string) ([]T, string, error) {
 	limit := pageLimit(q.limit)
 	after, err := decodeCursor(q.cursor, q.idPrefix)
@@ -103,17 +112,24 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	}
 	var out []T
 	more := false
+	examined, stoppedAt := 0, ""
 	err = db.view(func(txn *bdg.Txn) error {
 		return scanIDsNewestFirst(txn, q.prefixes, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
 			rec, match, err := load(txn, id)
-			if err != nil || !match {
-				return err == nil, err
+			if err != nil {
+				return false, err
 			}
-			if len(out) == limit {
-				more = true
+			if match {
+				if len(out) == limit {
+					more = true
+					return false, nil
+				}
+				out = append(out, rec)
+			}
+			if examined++; examined >= listScanBudget && len(out) < limit {
+				more, stoppedAt = true, id
 				return false, nil
 			}
-			out = append(out, rec)
 			return true, nil
 		})
 	})
@@ -121,7 +137,10 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 		return nil, "", err
 	}
 	next := ""
-	if more {
+	switch {
+	case stoppedAt != "":
+		next = encodeCursor(stoppedAt)
+	case more:
 		next = encodeCursor(idOf(&out[len(out)-1]))
 	}
 	return out, next, nil
