@@ -22,6 +22,7 @@ package badger
 import (
 	"cmp"
 	"context"
+	"crypto/cipher"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +85,8 @@ type DB struct {
 	log    *slog.Logger
 	floors *floors
 	recent *recentKeys
+
+	cursors cipher.AEAD // seals listing cursors (cursor.go)
 
 	purgeMu   sync.Mutex
 	purgeFrom [][]byte // per event prefix, where the next Purge resumes
@@ -174,6 +177,10 @@ func Open(dir string, o Options) (*DB, error) {
 		db.logs.close()
 		close(db.done)
 	}()
+	if db.cursors, err = db.loadCursorKey(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
+	}
 	n, err := db.releaseStaleClaims(context.Background(), time.Now())
 	if err != nil {
 		_ = db.Close()

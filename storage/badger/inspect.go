@@ -1,9 +1,7 @@
 package badger
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -106,7 +104,7 @@ var listScanBudget = 10_000
 // at when the scan budget ran out first.
 func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string) ([]T, string, error) {
 	limit := pageLimit(q.limit)
-	after, err := decodeCursor(q.cursor, q.idPrefix)
+	after, err := db.decodeCursor(q.cursor, q.idPrefix)
 	if err != nil {
 		return nil, "", err
 	}
@@ -139,9 +137,9 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	next := ""
 	switch {
 	case stoppedAt != "":
-		next = encodeCursor(stoppedAt)
+		next = db.encodeCursor(stoppedAt)
 	case more:
-		next = encodeCursor(idOf(&out[len(out)-1]))
+		next = db.encodeCursor(idOf(&out[len(out)-1]))
 	}
 	return out, next, nil
 }
@@ -207,19 +205,3 @@ func pageLimit(n int) int {
 	return n
 }
 
-// Cursors are opaque: the base64url of the last ID of the previous page.
-func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
-
-func decodeCursor(c, idPrefix string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !bytes.HasPrefix(b, []byte(idPrefix)) {
-		return "", storage.ErrBadCursor
-	}
-	if _, ok := storage.IDTime(idPrefix, string(b)); !ok {
-		return "", storage.ErrBadCursor
-	}
-	return string(b), nil
-}
