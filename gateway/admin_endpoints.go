@@ -185,6 +185,9 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	if err := a.validateEndpoint(c, &ep); err != nil {
 		return err
 	}
+	if err := a.checkTarget(ep.URL); err != nil {
+		return err
+	}
 	if err := a.checkRetention(&ep); err != nil {
 		return err
 	}
@@ -236,6 +239,11 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 	}
 	if err := a.validateEndpoint(c, &ep); err != nil {
 		return err
+	}
+	if in.URL != nil { // an endpoint from config with such a URL can still be disabled
+		if err := a.checkTarget(ep.URL); err != nil {
+			return err
+		}
 	}
 	if in.Retry != nil { // a PATCH of other fields stays possible after retention was lowered
 		if err := a.checkRetention(&ep); err != nil {

@@ -218,6 +218,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.bg.start(ctx)
 	go func() { g.serveErr <- g.public.Listener(g.publicLn) }()
 	go func() { g.serveErr <- g.admin.Listener(g.adminLn) }()
+	g.warnBlockedTargets()
 	g.log.Info("hookgate started", "version", g.opts.Version, "ingest", g.publicLn.Addr().String(),
 		"admin", g.adminLn.Addr().String(), "storage", g.cfg.Storage.Path)
 	return nil
@@ -352,4 +353,20 @@ func Run(ctx context.Context, cfg *Config, opts Options) error {
 	}
 	g.log.Info("shutting down", "grace", g.opts.Grace.String())
 	return errors.Join(serveErr, g.Shutdown())
+}
+
+// warnBlockedTargets names the configured endpoints whose every delivery
+// will be refused (a literal private address or localhost, with
+// allow_private_targets false). A warning, not a config error: such a
+// config started before, and its deliveries stay replayable once the URL
+// or the setting is changed. The URL is not logged (it may carry tokens).
+func (g *Gateway) warnBlockedTargets() {
+	if g.cfg.Delivery.AllowPrivateTargets {
+		return
+	}
+	for _, ec := range g.cfg.Endpoints {
+		if reason, blocked := blockedTarget(ec.URL); blocked {
+			g.log.Warn("endpoint points at a "+reason+" address: its deliveries will be refused (delivery.allow_private_targets is false)", "endpoint", ec.ID)
+		}
+	}
 }
