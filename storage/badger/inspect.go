@@ -204,4 +204,3 @@ func pageLimit(n int) int {
 	}
 	return n
 }
-
