@@ -16,15 +16,24 @@ func TestReplayResumesAfterRestart(t *testing.T) {
 	rcv := newReceiver(t)
 	extra := fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a"))
 	g := startGateway(t, gwOptions{extra: extra})
-	ids := ingestN(t, g, "res", 5)
+	ingestN(t, g, "res", 5)
 	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 5 })
 
 	// The job had done the newest two events when the process died: its
-	// cursor points after them.
+	// cursor points after them. (Newest in the listing's order: IDs made
+	// in the same millisecond are not in the order of ingest.)
 	ctx := context.Background()
 	_, cursor, err := g.Store().ListEvents(ctx, storage.EventFilter{Tenant: "acme", Limit: 2})
 	if err != nil || cursor == "" {
 		t.Fatalf("cursor: %q %v", cursor, err)
+	}
+	all, _, err := g.Store().ListEvents(ctx, storage.EventFilter{Tenant: "acme"})
+	if err != nil || len(all) != 5 {
+		t.Fatalf("events: %d %v", len(all), err)
+	}
+	var ids []string // oldest first
+	for i := len(all) - 1; i >= 0; i-- {
+		ids = append(ids, all[i].ID)
 	}
 	now := time.Now().UTC()
 	running := storage.ReplayJob{ID: storage.NewID("rpl_", now), Tenant: "acme", Source: "open", State: storage.ReplayRunning,
