@@ -147,9 +147,8 @@ type Maintainer interface {
 	// Purge deletes events received before cutoff, with their deliveries and
 	// attempts, at most limit events per call. It returns how many it deleted.
 	// An event with a live delivery whose retry budget (RetryFrom) started
-	// at or after cutoff is kept until that delivery finishes. A call may
-	// look at a bounded number of events and delete none; later calls go on
-	// after the events it kept.
+	// at or after cutoff is kept until that delivery finishes. It returns 0
+	// only when no event received before cutoff can be deleted now.
 	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }
 

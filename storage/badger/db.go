@@ -22,7 +22,6 @@ package badger
 import (
 	"cmp"
 	"context"
-	"crypto/cipher"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,7 +85,10 @@ type DB struct {
 	floors *floors
 	recent *recentKeys
 
-	cursors cipher.AEAD // seals listing cursors (cursor.go)
+	// tenantIndexReady is set once every delivery has its dt: key
+	// (tenantindex.go); bg runs its build.
+	tenantIndexReady atomic.Bool
+	bg               sync.WaitGroup
 
 	purgeMu   sync.Mutex
 	purgeFrom [][]byte // per event prefix, where the next Purge resumes
@@ -177,7 +179,7 @@ func Open(dir string, o Options) (*DB, error) {
 		db.logs.close()
 		close(db.done)
 	}()
-	if db.cursors, err = db.loadCursorKey(context.Background()); err != nil {
+	if err := db.startTenantIndex(context.Background()); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
@@ -205,6 +207,7 @@ func (db *DB) Close() error {
 		close(db.stop)
 		db.mu.Unlock()
 		<-db.done
+		db.bg.Wait()
 		err = db.db.Close()
 	})
 	return err

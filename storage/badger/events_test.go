@@ -150,8 +150,8 @@ func TestLegacyEventRecordsStayUsable(t *testing.T) {
 func TestEventRecordsSortFirst(t *testing.T) {
 	for _, p := range [][]byte{
 		prefixTenantEvent, prefixDedupe, prefixDelivery, prefixEventDelivery,
-		prefixEndpointDelivery, prefixQueue, prefixAttempt, prefixEndpoint,
-		prefixSource, prefixIdem, prefixReplay, keyPing, legacyPrefixEvent,
+		prefixEndpointDelivery, prefixTenantDelivery, prefixQueue, prefixAttempt, prefixEndpoint,
+		prefixSource, prefixIdem, prefixReplay, keyPing, keyTenantIndexBuilt, legacyPrefixEvent,
 	} {
 		if bytes.Compare(prefixEvent, p) >= 0 {
 			t.Errorf("event records (%q) sort after %q", prefixEvent, p)

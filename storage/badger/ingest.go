@@ -133,6 +133,9 @@ func (db *DB) putNewDelivery(txn *bdg.Txn, d *storage.Delivery, enc []byte) erro
 	if err := txn.Set(endpointDeliveryKey(d.Endpoint, d.ID), nil); err != nil {
 		return err
 	}
+	if err := txn.Set(tenantDeliveryKey(d.Tenant, d.ID), nil); err != nil {
+		return err
+	}
 	if d.State.Terminal() {
 		return nil
 	}

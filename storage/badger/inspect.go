@@ -2,6 +2,7 @@ package badger
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -57,16 +58,38 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 	}, func(ev *storage.Event) string { return ev.ID })
 }
 
-// ListDeliveries returns a page of deliveries, newest first.
+// ListDeliveries returns a page of deliveries, newest first. A tenant's
+// listing looks only at that tenant's deliveries: those of one of its
+// events, or its tenant index (tenantindex.go).
 func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]storage.Delivery, string, error) {
 	p := prefixDelivery
+	unbounded := false
 	switch {
 	case f.Event != "":
+		if f.Tenant != "" {
+			var ev storage.Event
+			err := db.view(func(txn *bdg.Txn) error { return getEvent(txn, f.Event, &ev) })
+			if errors.Is(err, storage.ErrNotFound) || err == nil && ev.Tenant != f.Tenant {
+				return nil, "", nil
+			}
+			if err != nil {
+				return nil, "", err
+			}
+		}
 		p = append(key(prefixEventDelivery, f.Event), sep)
+	case f.Tenant != "" && db.tenantIndexReady.Load():
+		p = append(key(prefixTenantDelivery, f.Tenant), sep)
+	case f.Tenant != "":
+		// The index is still being built: every tenant's deliveries, and
+		// no budget, whose short pages would tell where others' records are.
+		unbounded = true
+		if f.Endpoint != "" {
+			p = append(key(prefixEndpointDelivery, f.Endpoint), sep)
+		}
 	case f.Endpoint != "":
 		p = append(key(prefixEndpointDelivery, f.Endpoint), sep)
 	}
-	q := pageQuery{prefixes: [][]byte{p}, idPrefix: "dlv_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit}
+	q := pageQuery{prefixes: [][]byte{p}, idPrefix: "dlv_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit, unbounded: unbounded}
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Delivery, bool, error) {
 		d, err := getDelivery(txn, id)
 		match := (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Endpoint == "" || d.Endpoint == f.Endpoint) &&
@@ -89,6 +112,9 @@ type pageQuery struct {
 	cursor       string
 	since, until time.Time
 	limit        int
+	// unbounded lifts listScanBudget: for a scan over other tenants'
+	// records, where a page cut short would tell where theirs are.
+	unbounded bool
 }
 
 // listScanBudget bounds the records one page looks at. A filter that
@@ -124,7 +150,10 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 				}
 				out = append(out, rec)
 			}
-			if examined++; examined >= listScanBudget && len(out) < limit {
+			// Out of budget: stop after this record, returned or not,
+			// even with a full page (looking for one more match to tell
+			// whether there is a next page is a scan too).
+			if examined++; examined >= listScanBudget && !q.unbounded {
 				more, stoppedAt = true, id
 				return false, nil
 			}

@@ -36,6 +36,9 @@ var (
 	prefixEventDelivery = []byte("de:")
 	// dp:<endpoint>\0<dlv>          → "" (deliveries of an endpoint)
 	prefixEndpointDelivery = []byte("dp:")
+	// dt:<tenant>\0<dlv>            → "" (deliveries of a tenant, for scoped
+	// listing; built for older stores at open: tenantindex.go)
+	prefixTenantDelivery = []byte("dt:")
 	// dq:<endpoint>\0<due>\0<dlv>   → "" (the outbox: one entry per live
 	// delivery, at its next attempt or, while claimed, at its lease expiry;
 	// due is 8 bytes big-endian Unix nanoseconds)
@@ -77,13 +80,14 @@ func tenantEventKey(tenant, id string) []byte { return key(prefixTenantEvent, te
 func dedupeKey(tenant, source, id string) []byte {
 	return key(prefixDedupe, tenant, source, id)
 }
-func deliveryKey(id string) []byte              { return key(prefixDelivery, id) }
-func eventDeliveryKey(evt, dlv string) []byte   { return key(prefixEventDelivery, evt, dlv) }
-func endpointDeliveryKey(ep, dlv string) []byte { return key(prefixEndpointDelivery, ep, dlv) }
-func endpointKey(id string) []byte              { return key(prefixEndpoint, id) }
-func sourceKey(id string) []byte                { return key(prefixSource, id) }
-func idemKey(tenant, k string) []byte           { return key(prefixIdem, tenant, k) }
-func replayKey(id string) []byte                { return key(prefixReplay, id) }
+func deliveryKey(id string) []byte                { return key(prefixDelivery, id) }
+func eventDeliveryKey(evt, dlv string) []byte     { return key(prefixEventDelivery, evt, dlv) }
+func endpointDeliveryKey(ep, dlv string) []byte   { return key(prefixEndpointDelivery, ep, dlv) }
+func tenantDeliveryKey(tenant, dlv string) []byte { return key(prefixTenantDelivery, tenant, dlv) }
+func endpointKey(id string) []byte                { return key(prefixEndpoint, id) }
+func sourceKey(id string) []byte                  { return key(prefixSource, id) }
+func idemKey(tenant, k string) []byte             { return key(prefixIdem, tenant, k) }
+func replayKey(id string) []byte                  { return key(prefixReplay, id) }
 
 // queuePrefix is the outbox of one endpoint: dq:<endpoint>\0.
 func queuePrefix(endpoint string) []byte {

@@ -16,16 +16,18 @@ import (
 // transaction failed every time, and retention stopped for good.
 const purgeKeyBudget = 16_384
 
-// purgeScanBudget bounds the events one Purge looks at. Events kept for a
-// fresh retry are skipped, not deleted; a call that meets many of them
-// stops after this many and the next call goes on after them.
+// purgeScanBudget bounds the events one transaction of Purge looks at.
+// Events kept for a fresh retry are skipped, not deleted; a transaction
+// that meets many of them stops after this many, and the next one goes on
+// after them.
 var purgeScanBudget = 4096
 
 // Purge deletes up to limit events received before cutoff, with their
 // deliveries, outbox entries and attempts, in one transaction of at most
 // purgeKeyBudget keys (so it may delete fewer, but always at least one
-// event when one is due and the scan reaches it). Event IDs are
-// time-ordered, so the oldest events are the first keys.
+// event when one is due). Event IDs are time-ordered, so the oldest events
+// are the first keys. It returns 0 only when no event received before
+// cutoff can be deleted now.
 //
 // An event with a live delivery whose retry budget started at or after
 // cutoff (a replay or a manual retry of an old event) is kept until that
@@ -35,24 +37,41 @@ var purgeScanBudget = 4096
 // event: an endpoint disabled for the whole retention period loses its
 // backlog with its events, as before.
 //
-// Calls resume where the previous one stopped (purgeFrom), so that kept
-// events at the head are not walked by every call; a call that reaches
-// the cutoff starts the next one from the beginning again.
+// Kept events are walked a window (purgeScanBudget) at a time, one
+// transaction each, and a pass goes on where the last window stopped
+// (purgeFrom), in calls to come too, so that a long run of kept events is
+// not walked again by every call. Once a pass has reached the cutoff in
+// every key range the next one starts from the beginning.
 func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
 	db.purgeMu.Lock()
 	defer db.purgeMu.Unlock()
+	for {
+		n, more, err := db.purgeWindow(ctx, cutoff, limit)
+		if err != nil || n > 0 || !more {
+			return n, err
+		}
+	}
+}
+
+// purgeWindow is one transaction of Purge; more reports that it stopped
+// before the end of the pass.
+func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n int, more bool, err error) {
 	from := db.purgeFrom
 	if from == nil {
 		from = make([][]byte, len(eventPrefixes))
 	}
 	var next [][]byte
-	n := 0
-	err := db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
+	stopped := false
+	err = db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
 		// May run more than once: everything it sets starts afresh.
 		n = 0
 		next = make([][]byte, len(eventPrefixes))
 		var dels [][]byte
-		examined, stopped := 0, false
+		examined := 0
+		stopped = false
 		for pi, p := range eventPrefixes {
 			if stopped {
 				next[pi] = from[pi] // not reached in this call
@@ -100,6 +119,8 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 			it.Close()
 			if stopped {
 				next[pi] = orKey(last, from[pi])
+			} else {
+				next[pi] = passDone(p) // until the pass ends in every range
 			}
 		}
 		for _, k := range dels {
@@ -109,11 +130,19 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 		}
 		return nil
 	})
-	if err == nil {
-		db.purgeFrom = next
+	if err != nil {
+		return 0, false, err
 	}
-	return n, err
+	if !stopped {
+		next = nil // the pass is over: the next one starts from the beginning
+	}
+	db.purgeFrom = next
+	return n, stopped, nil
 }
+
+// passDone is a cursor past every key of prefix p: the pass is done with
+// that range.
+func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) }
 
 // eventDeliveryKeys lists every key that belongs to the deliveries of an
 // event: indexes, records, outbox entries and attempts. keep reports a
@@ -133,7 +162,7 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (keys [][]byt
 		if err != nil {
 			continue
 		}
-		out = append(out, deliveryKey(id), endpointDeliveryKey(d.Endpoint, id))
+		out = append(out, deliveryKey(id), endpointDeliveryKey(d.Endpoint, id), tenantDeliveryKey(d.Tenant, id))
 		if !d.State.Terminal() {
 			out = append(out, queueKey(d.Endpoint, dueAt(&d), id))
 			keep = keep || !d.RetryFrom.Before(cutoff)

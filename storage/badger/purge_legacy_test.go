@@ -1,0 +1,76 @@
+package badger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// A run of kept events longer than purgeScanBudget, in the legacy "ev:"
+// range, ahead of due events in "ae:": one sweep (the gateway calls Purge
+// until it deletes nothing) must purge every due event. Found in review:
+// a call that ended the pass in "ev:" but stopped in "ae:" started "ev:"
+// over in the next call, which then walked the kept run again and deleted
+// nothing, so each minute's sweep deleted one batch at most.
+func TestPurgeSweepGoesPastKeptLegacyEvents(t *testing.T) {
+	defer func(b int) { purgeScanBudget = b }(purgeScanBudget)
+	purgeScanBudget = 4
+	ctx := context.Background()
+	db, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UTC()
+	then := now.Add(-2 * time.Hour)
+	cutoff := now.Add(-time.Hour)
+
+	var kept, doomed []string
+	var fresh []storage.Delivery
+	for i := range 17 {
+		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")
+		if _, err := db.Accept(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 5 {
+			doomed = append(doomed, req.Event.ID)
+			continue
+		}
+		kept = append(kept, req.Event.ID) // replayed: a fresh retry budget
+		d := req.Deliveries[0]
+		d.ID = storage.NewID("dlv_", now)
+		d.CreatedAt, d.NextAttemptAt, d.RetryFrom, d.UpdatedAt = now, now, now, now
+		fresh = append(fresh, d)
+	}
+	if err := db.Enqueue(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	moveToLegacyKeys(t, db, kept) // the kept head is in the legacy range
+
+	// As gateway/background.go: call Purge until a call deletes nothing.
+	sweep := func() int {
+		total := 0
+		for range 100 {
+			n, err := db.Purge(ctx, cutoff, 256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			total += n
+		}
+		return total
+	}
+	if purged := sweep(); purged != len(doomed) {
+		t.Fatalf("one sweep purged %d of %d due events", purged, len(doomed))
+	}
+	for _, id := range kept {
+		if _, err := db.GetEvent(ctx, id); err != nil {
+			t.Fatalf("kept event %s: %v", id, err)
+		}
+	}
+}
