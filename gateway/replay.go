@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -133,13 +135,40 @@ func (r *replayRunner) run(ctx context.Context, id string) {
 		return
 	}
 	for job.State == storage.ReplayRunning && ctx.Err() == nil {
-		if err := r.step(ctx, &job); err != nil {
+		if err := r.stepWithRetry(ctx, &job); err != nil {
 			if ctx.Err() == nil {
 				r.fail(&job, err)
 			}
 			return
 		}
 	}
+}
+
+// replayRetryFor is how long a failing step is retried before its job
+// fails.
+var replayRetryFor = time.Minute
+
+// stepWithRetry runs a step, and again with backoff while it fails with a
+// store error (a full disk, a store briefly unwritable) for up to
+// replayRetryFor: a bulk replay of a month of events should not fail for
+// good on one failed write. A step that fails leaves the job as it was
+// (the batch is listed again), unless only its progress write failed:
+// then the job has moved on and the next write records it. A bad cursor
+// fails the job at once.
+func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
+	return backoff.Retry(func() error {
+		err := r.step(ctx, job)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, storage.ErrBadCursor), ctx.Err() != nil:
+			return backoff.Permanent(err)
+		}
+		r.log.Warn("replay step failed; retrying", "replay", job.ID, "err", err)
+		return err
+	}, backoff.WithContext(b, ctx))
 }
 
 // step replays one batch of events and records the progress.

@@ -1,0 +1,39 @@
+package gateway
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A bulk replay whose write fails (a full disk, for a moment) retries the
+// step instead of failing the job: once the store writes again, the job
+// completes with every event replayed once. A store that keeps failing
+// still fails the job, after replayRetryFor.
+func TestBulkReplayRetriesStoreErrors(t *testing.T) {
+	defer func(d time.Duration) { replayRetryFor = d }(replayRetryFor)
+	replayRetryFor = 2 * time.Second
+	rcv := newReceiver(t)
+	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")))
+	ingestN(t, g, "rr", 3)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
+
+	fs.set(faultBefore, "Enqueue")
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	waitFor(t, 10*time.Second, "two failed enqueues", func() bool { return fs.failures("Enqueue") >= 2 })
+	if j := must[replayView](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil)); j.State != "running" {
+		t.Fatalf("after a failed write the job is %+v, want still running", j)
+	}
+	fs.set(faultNone, "Enqueue")
+	job = waitReplay(t, g, acmeToken, job.ID)
+	if job.State != "completed" || job.Matched != 3 || job.Enqueued != 3 {
+		t.Fatalf("job after the store recovered: %+v", job)
+	}
+	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool { return rcv.count() == 6 })
+
+	fs.set(faultBefore, "Enqueue")
+	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || job.Enqueued != 0 {
+		t.Fatalf("job on a store that keeps failing: %+v, want failed", job)
+	}
+}
