@@ -78,7 +78,11 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 				continue // purged, with its delivery, since the claim
 			}
 			if err != nil {
-				return fmt.Errorf("event %s of delivery %s: %w", d.Event, d.ID, err)
+				// One unreadable record must not hold back the others (it
+				// is the oldest due, in every claim, until it is gone): it
+				// is left claimed, due again when its lease ends.
+				db.log.Error("claimed delivery left undelivered: its event cannot be read", "delivery", d.ID, "event", d.Event, "err", err)
+				continue
 			}
 			jobs = append(jobs, storage.Job{Delivery: d, Event: ev})
 		}
