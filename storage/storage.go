@@ -148,7 +148,9 @@ type Maintainer interface {
 	// attempts, at most limit events per call. It returns how many it deleted.
 	// An event with a live delivery whose retry budget (RetryFrom) started
 	// at or after cutoff is kept until that delivery finishes. It returns 0
-	// only when no event received before cutoff can be deleted now.
+	// once a pass over the events before cutoff has deleted nothing (an
+	// event kept earlier in the pass whose delivery has finished since waits
+	// for the next call).
 	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }
 

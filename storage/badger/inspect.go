@@ -53,6 +53,9 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Event, bool, error) {
 		var ev storage.Event
 		err := getEvent(txn, id, &ev)
+		if errors.Is(err, storage.ErrNotFound) {
+			return ev, false, nil // an index key without its record: skipped
+		}
 		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type) &&
 			within(ev.ReceivedAt, f.Since, f.Until), err
 	}, func(ev *storage.Event) string { return ev.ID })
@@ -92,6 +95,9 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	q := pageQuery{prefixes: [][]byte{p}, idPrefix: "dlv_", cursor: f.Cursor, since: f.Since, until: f.Until, limit: f.Limit, unbounded: unbounded}
 	return listPage(db, q, func(txn *bdg.Txn, id string) (storage.Delivery, bool, error) {
 		d, err := getDelivery(txn, id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return d, false, nil // an index key without its record: skipped
+		}
 		match := (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Endpoint == "" || d.Endpoint == f.Endpoint) &&
 			(f.Event == "" || d.Event == f.Event) && (f.State == "" || d.State == f.State) &&
 			within(d.CreatedAt, f.Since, f.Until)

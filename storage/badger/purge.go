@@ -26,8 +26,7 @@ var purgeScanBudget = 4096
 // deliveries, outbox entries and attempts, in one transaction of at most
 // purgeKeyBudget keys (so it may delete fewer, but always at least one
 // event when one is due). Event IDs are time-ordered, so the oldest events
-// are the first keys. It returns 0 only when no event received before
-// cutoff can be deleted now.
+// are the first keys. It returns 0 once a pass has met nothing to delete.
 //
 // An event with a live delivery whose retry budget started at or after
 // cutoff (a replay or a manual retry of an old event) is kept until that
@@ -37,7 +36,8 @@ var purgeScanBudget = 4096
 // event: an endpoint disabled for the whole retention period loses its
 // backlog with its events, as before.
 //
-// Kept events are walked a window (purgeScanBudget) at a time, one
+// Kept events cost their deliveries' records, not their bodies, and are
+// walked a window (purgeScanBudget) at a time, one
 // transaction each, and a pass goes on where the last window stopped
 // (purgeFrom), in calls to come too, so that a long run of kept events is
 // not walked again by every call. Once a pass has reached the cutoff in
@@ -78,7 +78,9 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 				continue
 			}
 			var last []byte // the last event handled (deleted or kept)
-			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+			// Values are read only for events that go: a kept one costs
+			// its deliveries' records, not its body.
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
 			for it.Seek(orKey(from[pi], p)); it.Valid(); it.Next() {
 				k := it.Item().Key()
 				if from[pi] != nil && bytes.Equal(k, from[pi]) {
@@ -94,13 +96,7 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					break
 				}
 				examined++
-				var ev storage.Event
-				if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
-					it.Close()
-					return err
-				}
-				ev.ID = id
-				ks, keep, err := eventDeliveryKeys(txn, ev.ID, cutoff)
+				ks, keep, err := eventDeliveryKeys(txn, id, cutoff)
 				if err != nil {
 					it.Close()
 					return err
@@ -110,7 +106,12 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 						stopped = true // the rest in the next call
 						break
 					}
-					dels = append(dels, it.Item().KeyCopy(nil), tenantEventKey(ev.Tenant, ev.ID))
+					var ev storage.Event
+					if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
+						it.Close()
+						return err
+					}
+					dels = append(dels, it.Item().KeyCopy(nil), tenantEventKey(ev.Tenant, id))
 					dels = append(dels, ks...)
 					n++
 				}
@@ -146,35 +147,44 @@ func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) 
 
 // eventDeliveryKeys lists every key that belongs to the deliveries of an
 // event: indexes, records, outbox entries and attempts. keep reports a
-// live delivery whose retry budget started at or after cutoff.
+// live delivery whose retry budget started at or after cutoff; then no
+// keys are listed (the event stays).
 func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (keys [][]byte, keep bool, err error) {
 	p := append(key(prefixEventDelivery, evt), sep)
 	var ids []string
 	var out [][]byte
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p})
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
 	for it.Rewind(); it.Valid(); it.Next() {
 		out = append(out, it.Item().KeyCopy(nil))
 		ids = append(ids, string(it.Item().Key()[len(p):]))
 	}
 	it.Close()
+	ds := make([]storage.Delivery, 0, len(ids))
 	for _, id := range ids {
 		d, err := getDelivery(txn, id)
 		if err != nil {
 			continue
 		}
-		out = append(out, deliveryKey(id), endpointDeliveryKey(d.Endpoint, id), tenantDeliveryKey(d.Tenant, id))
-		if !d.State.Terminal() {
-			out = append(out, queueKey(d.Endpoint, dueAt(&d), id))
-			keep = keep || !d.RetryFrom.Before(cutoff)
+		if !d.State.Terminal() && !d.RetryFrom.Before(cutoff) {
+			return nil, true, nil
 		}
-		ap := append(key(prefixAttempt, id), sep)
-		ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap})
+		d.ID = id
+		ds = append(ds, d)
+	}
+	for i := range ds {
+		d := &ds[i]
+		out = append(out, deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), tenantDeliveryKey(d.Tenant, d.ID))
+		if !d.State.Terminal() {
+			out = append(out, queueKey(d.Endpoint, dueAt(d), d.ID))
+		}
+		ap := append(key(prefixAttempt, d.ID), sep)
+		ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap, PrefetchValues: false})
 		for ai.Rewind(); ai.Valid(); ai.Next() {
 			out = append(out, ai.Item().KeyCopy(nil))
 		}
 		ai.Close()
 	}
-	return out, keep, nil
+	return out, false, nil
 }
 
 // orKey returns a unless it is nil, else b.
