@@ -1,7 +1,9 @@
 package badger
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"time"
 
@@ -124,9 +126,8 @@ type pageQuery struct {
 }
 
 // listScanBudget bounds the records one page looks at. A filter that
-// matches few of the records scanned (a tenant's deliveries among every
-// tenant's, a rare type) would otherwise read the whole store for one
-// request; past the budget the page ends short, even empty, with a cursor
+// matches few of the records scanned (a rare type, a state) would
+// otherwise read the whole store for one request; past the budget the page ends short, even empty, with a cursor
 // after the last record looked at. It is above MaxLimit, so a page that
 // every record matches is always full.
 var listScanBudget = 10_000
@@ -136,7 +137,7 @@ var listScanBudget = 10_000
 // at when the scan budget ran out first.
 func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string) ([]T, string, error) {
 	limit := pageLimit(q.limit)
-	after, err := db.decodeCursor(q.cursor, q.idPrefix)
+	after, err := decodeCursor(q.cursor, q.idPrefix)
 	if err != nil {
 		return nil, "", err
 	}
@@ -172,9 +173,9 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	next := ""
 	switch {
 	case stoppedAt != "":
-		next = db.encodeCursor(stoppedAt)
+		next = encodeCursor(stoppedAt)
 	case more:
-		next = db.encodeCursor(idOf(&out[len(out)-1]))
+		next = encodeCursor(idOf(&out[len(out)-1]))
 	}
 	return out, next, nil
 }
@@ -238,4 +239,24 @@ func pageLimit(n int) int {
 		return MaxLimit
 	}
 	return n
+}
+
+// Cursors are opaque to clients: the base64url of the ID a page ended at.
+// A page cut short by the scan budget ends at the last record it looked
+// at, which need not match the filter; a tenant's listing only ever looks
+// at that tenant's records, so a cursor never names another tenant's.
+func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+func decodeCursor(c, idPrefix string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !bytes.HasPrefix(b, []byte(idPrefix)) {
+		return "", storage.ErrBadCursor
+	}
+	if _, ok := storage.IDTime(idPrefix, string(b)); !ok {
+		return "", storage.ErrBadCursor
+	}
+	return string(b), nil
 }

@@ -36,12 +36,12 @@ var purgeScanBudget = 4096
 // event: an endpoint disabled for the whole retention period loses its
 // backlog with its events, as before.
 //
-// Kept events cost their deliveries' records, not their bodies, and are
-// walked a window (purgeScanBudget) at a time, one
-// transaction each, and a pass goes on where the last window stopped
-// (purgeFrom), in calls to come too, so that a long run of kept events is
-// not walked again by every call. Once a pass has reached the cutoff in
-// every key range the next one starts from the beginning.
+// Kept events cost their deliveries' records, not their bodies. They are
+// walked a window (purgeScanBudget) at a time, one transaction each, and a
+// pass goes on where the last window stopped (purgeFrom), in calls to come
+// too, so that a long run of kept events is not walked again by every
+// call. Once a pass has reached the cutoff in every key range the next one
+// starts from the beginning.
 func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
