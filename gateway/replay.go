@@ -151,15 +151,25 @@ var replayRetryFor = time.Minute
 // stepWithRetry runs a step, and again with backoff while it fails with a
 // store error (a full disk, a store briefly unwritable) for up to
 // replayRetryFor: a bulk replay of a month of events should not fail for
-// good on one failed write. A step that fails leaves the job as it was
-// (the batch is listed again), unless only its progress write failed:
-// then the job has moved on and the next write records it. A bad cursor
-// fails the job at once.
+// good on one failed write. A step whose enqueue failed left the job as it
+// was and runs again; one whose progress write failed has enqueued its
+// batch and moved the job on, so only the write is tried again (running
+// the step again would replay the next batch, or, after the last one,
+// every event again). A bad cursor fails the job at once.
 func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
+	unsaved := false // the batch is enqueued; only its progress write is due
 	return backoff.Retry(func() error {
-		err := r.step(ctx, job)
+		var err error
+		if unsaved {
+			if err = r.save(ctx, job); err != nil {
+				err = progressError{err}
+			}
+		} else {
+			err = r.step(ctx, job)
+		}
+		unsaved = errors.As(err, new(progressError))
 		switch {
 		case err == nil:
 			return nil
@@ -206,14 +216,26 @@ func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
 	if next == "" {
 		job.State = storage.ReplayCompleted
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
-	defer cancel()
-	if err := r.store.PutReplay(wctx, job); err != nil {
-		return err
-	}
 	r.notifyAll(ds)
+	if err := r.save(ctx, job); err != nil {
+		return progressError{err}
+	}
 	return nil
 }
+
+// save writes a job's progress; a cancelled ctx does not cut it short.
+func (r *replayRunner) save(ctx context.Context, job *storage.ReplayJob) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
+	defer cancel()
+	return r.store.PutReplay(wctx, job)
+}
+
+// progressError is a step whose batch was enqueued and whose progress
+// write failed: the job in memory has moved on.
+type progressError struct{ err error }
+
+func (e progressError) Error() string { return "record replay progress: " + e.err.Error() }
+func (e progressError) Unwrap() error { return e.err }
 
 // replayUntil is the job's upper bound, at most its creation: events
 // received after the job started got their own deliveries.

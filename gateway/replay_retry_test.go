@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/storage"
 )
 
 // A bulk replay whose write fails (a full disk, for a moment) retries the
@@ -36,4 +40,44 @@ func TestBulkReplayRetriesStoreErrors(t *testing.T) {
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || job.Enqueued != 0 {
 		t.Fatalf("job on a store that keeps failing: %+v, want failed", job)
 	}
+}
+
+// A failed progress write is retried as a progress write: the batch it
+// records was enqueued already. (The retry first ran the whole step again,
+// and a job whose last batch was done had its cursor cleared, so it
+// replayed every event a second time.)
+func TestBulkReplayRetriesAFailedProgressWriteAlone(t *testing.T) {
+	rcv := newReceiver(t)
+	fs := &failingProgress{}
+	fs.fails.Store(2)
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
+		wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs },
+	})
+	ingestN(t, g, "rp", 3)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
+
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job = waitReplay(t, g, acmeToken, job.ID)
+	if job.State != "completed" || job.Matched != 3 || job.Enqueued != 3 || fs.fails.Load() > 0 {
+		t.Fatalf("job: %+v (progress write failures not yet made: %d)", job, fs.fails.Load())
+	}
+	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool { return rcv.count() >= 6 })
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Limit: 100})
+	if err != nil || len(ds) != 6 {
+		t.Fatalf("%d deliveries, %v; want 6 (3 events, replayed once)", len(ds), err)
+	}
+}
+
+// failingProgress fails the first writes of a finished replay job.
+type failingProgress struct {
+	storage.Store
+	fails atomic.Int32
+}
+
+func (f *failingProgress) PutReplay(ctx context.Context, job *storage.ReplayJob) error {
+	if job.State == storage.ReplayCompleted && f.fails.Add(-1) >= 0 {
+		return errInjected
+	}
+	return f.Store.PutReplay(ctx, job)
 }
