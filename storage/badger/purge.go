@@ -10,11 +10,12 @@ import (
 	"hookgate/storage"
 )
 
-// purgeKeyBudget bounds the keys one Purge deletes. Badger refuses a
-// transaction of more than ~52,000 keys (32 MiB memtable), and an event
-// with many deliveries and attempts has hundreds: 256 of those in one
-// transaction failed every time, and retention stopped for good.
-const purgeKeyBudget = 16_384
+// purgeKeyBudget bounds the keys one Purge transaction deletes. Badger
+// refuses a transaction of more than ~52,000 keys (32 MiB memtable), and an
+// event with many deliveries and attempts has hundreds: 256 of those in one
+// transaction failed every time, and retention stopped for good. An event
+// with more keys than the budget goes over several transactions.
+var purgeKeyBudget = 16_384
 
 // purgeScanBudget bounds the events one transaction of Purge looks at.
 // Events kept for a fresh retry are skipped, not deleted; a transaction
@@ -23,7 +24,7 @@ const purgeKeyBudget = 16_384
 var purgeScanBudget = 4096
 
 // Purge deletes up to limit events received before cutoff, with their
-// deliveries, outbox entries and attempts, in one transaction of at most
+// deliveries, outbox entries and attempts, in transactions of at most
 // purgeKeyBudget keys (so it may delete fewer, but always at least one
 // event when one is due). Event IDs are time-ordered, so the oldest events
 // are the first keys. It returns 0 once a pass has met nothing to delete.
@@ -96,15 +97,36 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					break
 				}
 				examined++
-				ks, keep, err := eventDeliveryKeys(txn, id, cutoff)
+				groups, keep, err := eventDeliveryKeys(txn, id, cutoff)
 				if err != nil {
 					it.Close()
 					return err
 				}
 				if !keep {
-					if n > 0 && len(dels)+len(ks)+2 > purgeKeyBudget {
+					size := 2 // the event and its tenant index key
+					for _, g := range groups {
+						size += len(g)
+					}
+					if n > 0 && len(dels)+size > purgeKeyBudget {
 						stopped = true // the rest in the next call
 						break
+					}
+					if size > purgeKeyBudget {
+						// Too big for one transaction: whole deliveries
+						// now, the event once the rest fits. The next
+						// window comes back to it (last stays before it).
+						for _, g := range groups {
+							if len(dels) > 0 && len(dels)+len(g) > purgeKeyBudget {
+								break
+							}
+							dels = append(dels, g...)
+						}
+						stopped = true
+						break
+					}
+					var ks [][]byte
+					for _, g := range groups {
+						ks = append(ks, g...)
 					}
 					var ev storage.Event
 					if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
@@ -146,45 +168,51 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) }
 
 // eventDeliveryKeys lists every key that belongs to the deliveries of an
-// event: indexes, records, outbox entries and attempts. keep reports a
-// live delivery whose retry budget started at or after cutoff; then no
-// keys are listed (the event stays).
-func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (keys [][]byte, keep bool, err error) {
+// event, a group per delivery: its record, indexes, outbox entry and
+// attempts, and last its entry in the event's index (by which a later
+// transaction finds what is left, should the event need several). keep
+// reports a live delivery whose retry budget started at or after cutoff;
+// then no keys are listed (the event stays).
+func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][]byte, keep bool, err error) {
 	p := append(key(prefixEventDelivery, evt), sep)
-	var ids []string
-	var out [][]byte
+	var index [][]byte
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
 	for it.Rewind(); it.Valid(); it.Next() {
-		out = append(out, it.Item().KeyCopy(nil))
-		ids = append(ids, string(it.Item().Key()[len(p):]))
+		index = append(index, it.Item().KeyCopy(nil))
 	}
 	it.Close()
-	ds := make([]storage.Delivery, 0, len(ids))
-	for _, id := range ids {
+	ds := make([]storage.Delivery, len(index))
+	found := make([]bool, len(index))
+	for i, k := range index {
+		id := string(k[len(p):])
 		d, err := getDelivery(txn, id)
 		if err != nil {
-			continue
+			continue // an index entry without a record: only it goes
 		}
 		if !d.State.Terminal() && !d.RetryFrom.Before(cutoff) {
 			return nil, true, nil
 		}
 		d.ID = id
-		ds = append(ds, d)
+		ds[i], found[i] = d, true
 	}
-	for i := range ds {
-		d := &ds[i]
-		out = append(out, deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), tenantDeliveryKey(d.Tenant, d.ID))
-		if !d.State.Terminal() {
-			out = append(out, queueKey(d.Endpoint, dueAt(d), d.ID))
+	groups = make([][][]byte, len(index))
+	for i, k := range index {
+		var g [][]byte
+		if d := &ds[i]; found[i] {
+			g = append(g, deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), tenantDeliveryKey(d.Tenant, d.ID))
+			if !d.State.Terminal() {
+				g = append(g, queueKey(d.Endpoint, dueAt(d), d.ID))
+			}
+			ap := append(key(prefixAttempt, d.ID), sep)
+			ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap, PrefetchValues: false})
+			for ai.Rewind(); ai.Valid(); ai.Next() {
+				g = append(g, ai.Item().KeyCopy(nil))
+			}
+			ai.Close()
 		}
-		ap := append(key(prefixAttempt, d.ID), sep)
-		ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap, PrefetchValues: false})
-		for ai.Rewind(); ai.Valid(); ai.Next() {
-			out = append(out, ai.Item().KeyCopy(nil))
-		}
-		ai.Close()
+		groups[i] = append(g, k)
 	}
-	return out, false, nil
+	return groups, false, nil
 }
 
 // orKey returns a unless it is nil, else b.
