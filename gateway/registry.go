@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -33,6 +34,11 @@ type snapshot struct {
 	endpoints []storage.Endpoint
 	// byTenant lists the endpoints of each tenant, for fan-out.
 	byTenant map[string][]storage.Endpoint
+}
+
+// has reports whether the snapshot has endpoint id in tenant.
+func (s *snapshot) has(tenant, id string) bool {
+	return slices.ContainsFunc(s.byTenant[tenant], func(ep storage.Endpoint) bool { return ep.ID == id })
 }
 
 func newRegistry(store storage.Catalog, log *slog.Logger) *registry {

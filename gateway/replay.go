@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -148,28 +149,20 @@ func (r *replayRunner) run(ctx context.Context, id string) {
 // fails.
 var replayRetryFor = time.Minute
 
-// stepWithRetry runs a step, and again with backoff while it fails with a
-// store error (a full disk, a store briefly unwritable) for up to
-// replayRetryFor: a bulk replay of a month of events should not fail for
-// good on one failed write. A step whose enqueue failed left the job as it
-// was and runs again; one whose progress write failed has enqueued its
-// batch and moved the job on, so only the write is tried again (running
-// the step again would replay the next batch, or, after the last one,
-// every event again). A bad cursor fails the job at once.
+// stepWithRetry takes one step (a batch of events), trying again with
+// backoff while it fails with a store error (a full disk, a store briefly
+// unwritable) for up to replayRetryFor: a bulk replay of a month of events
+// should not fail for good on one failed write. A try goes on from where
+// the last one stopped (replayStep): what a write stored is not written
+// again, and the batch's targets are not chosen again (with a status
+// filter, the copies already written would change them). A bad cursor
+// fails the job at once.
 func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
-	unsaved := false // the batch is enqueued; only its progress write is due
+	var st replayStep
 	return backoff.Retry(func() error {
-		var err error
-		if unsaved {
-			if err = r.save(ctx, job); err != nil {
-				err = progressError{err}
-			}
-		} else {
-			err = r.step(ctx, job)
-		}
-		unsaved = errors.As(err, new(progressError))
+		err := r.advance(ctx, job, &st)
 		switch {
 		case err == nil:
 			return nil
@@ -181,61 +174,79 @@ func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob
 	}, backoff.WithContext(b, ctx))
 }
 
-// step replays one batch of events and records the progress.
-func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
-	evs, next, err := r.store.ListEvents(ctx, storage.EventFilter{
-		Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
-		Limit: replayBatch, Cursor: job.Cursor,
-	})
-	if err != nil {
-		return err
-	}
-	now := time.Now().UTC()
-	snap, done := r.reg.use() // until the deliveries are written
-	defer done()
-	var ds []storage.Delivery
-	matched := 0
-	for i := range evs {
-		eps, err := r.targets(ctx, job, &evs[i], snap)
-		if err != nil {
-			return err
-		}
-		if len(eps) > 0 {
-			matched++
-			ds = append(ds, inbound.NewDeliveries(&evs[i], eps, now)...)
-		}
-	}
-	n, err := r.enqueue(ctx, ds)
-	if err != nil {
-		return err
-	}
-	job.Matched += matched
-	job.Enqueued += n
-	job.Cursor = next
-	job.UpdatedAt = now
-	if next == "" {
-		job.State = storage.ReplayCompleted
-	}
-	r.notifyAll(ds)
-	if err := r.save(ctx, job); err != nil {
-		return progressError{err}
-	}
-	return nil
+// replayStep is how far a step got: its batch listed (and the deliveries
+// to write chosen), those written so far, and whether the job has taken
+// it in (then only the progress write is left).
+type replayStep struct {
+	listed   bool
+	next     string             // the cursor after the batch
+	ds       []storage.Delivery // chosen and not yet written
+	written  []storage.Delivery // to notify the dispatcher of
+	matched  int
+	enqueued int
+	recorded bool
 }
 
-// save writes a job's progress; a cancelled ctx does not cut it short.
-func (r *replayRunner) save(ctx context.Context, job *storage.ReplayJob) error {
+// advance takes a step as far as it goes: list a batch and choose its
+// deliveries, write them, take them into the job, write its progress.
+func (r *replayRunner) advance(ctx context.Context, job *storage.ReplayJob, st *replayStep) error {
+	if !st.recorded {
+		if err := r.write(ctx, job, st); err != nil {
+			return err
+		}
+		job.Matched += st.matched
+		job.Enqueued += st.enqueued
+		job.Cursor = st.next
+		job.UpdatedAt = time.Now().UTC()
+		if st.next == "" {
+			job.State = storage.ReplayCompleted
+		}
+		st.recorded = true
+		r.notifyAll(st.written)
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
 	defer cancel()
 	return r.store.PutReplay(wctx, job)
 }
 
-// progressError is a step whose batch was enqueued and whose progress
-// write failed: the job in memory has moved on.
-type progressError struct{ err error }
-
-func (e progressError) Error() string { return "record replay progress: " + e.err.Error() }
-func (e progressError) Unwrap() error { return e.err }
+// write lists the step's batch and chooses its deliveries (once), then
+// writes those not written yet.
+func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *replayStep) error {
+	var evs []storage.Event
+	if !st.listed {
+		var err error
+		evs, st.next, err = r.store.ListEvents(ctx, storage.EventFilter{
+			Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
+			Limit: replayBatch, Cursor: job.Cursor,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	snap, done := r.reg.use() // until the deliveries are written
+	defer done()
+	if !st.listed {
+		now := time.Now().UTC()
+		for i := range evs {
+			eps, err := r.targets(ctx, job, &evs[i], snap)
+			if err != nil {
+				return err
+			}
+			if len(eps) > 0 {
+				st.matched++
+				st.ds = append(st.ds, inbound.NewDeliveries(&evs[i], eps, now)...)
+			}
+		}
+		st.listed = true
+	} else {
+		st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool { return !snap.has(d.Tenant, d.Endpoint) })
+	}
+	handled, stored, err := r.enqueue(ctx, st.ds)
+	st.written = append(st.written, st.ds[:handled]...)
+	st.ds = st.ds[handled:]
+	st.enqueued += stored
+	return err
+}
 
 // replayUntil is the job's upper bound, at most its creation: events
 // received after the job started got their own deliveries.
@@ -283,20 +294,21 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 	return nil, nil
 }
 
-// enqueue stores new deliveries and returns how many were stored. Events
-// that retention deleted meanwhile are skipped.
-func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (int, error) {
+// enqueue stores new deliveries: it returns how many of ds it is done
+// with (stored, or skipped because retention deleted their event
+// meanwhile) and how many it stored, also when a write fails halfway.
+func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (handled, stored int, err error) {
 	// In writes of at most replayWriteMax deliveries (an event's stay
 	// together): a batch of 100 events to 150 endpoints was one write too
 	// big for the store, and every such replay failed.
-	n := 0
-	for len(ds) > 0 {
+	for handled < len(ds) {
+		rest := ds[handled:]
 		// Whole events, as many as fit (at least one, however many
 		// deliveries it has).
 		end := 0
-		for end < len(ds) {
+		for end < len(rest) {
 			next := end + 1
-			for next < len(ds) && ds[next].Event == ds[end].Event {
+			for next < len(rest) && rest[next].Event == rest[end].Event {
 				next++
 			}
 			if end > 0 && next > replayWriteMax {
@@ -304,33 +316,34 @@ func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (int,
 			}
 			end = next
 		}
-		k, err := r.enqueueWrite(ctx, ds[:end])
-		n += k
+		h, k, err := r.enqueueWrite(ctx, rest[:end])
+		handled += h
+		stored += k
 		if err != nil {
-			return n, err
+			return handled, stored, err
 		}
-		ds = ds[end:]
 	}
-	return n, nil
+	return handled, stored, nil
 }
 
 // replayWriteMax bounds the deliveries of one replay write.
 const replayWriteMax = 2000
 
 // enqueueWrite writes deliveries in one write; if an event was purged
-// meanwhile (ErrNotFound), event by event, skipping the purged ones.
-func (r *replayRunner) enqueueWrite(ctx context.Context, ds []storage.Delivery) (int, error) {
+// meanwhile (ErrNotFound), event by event, skipping the purged ones. It
+// returns how many of ds are done with (stored or skipped) and how many
+// were stored.
+func (r *replayRunner) enqueueWrite(ctx context.Context, ds []storage.Delivery) (handled, stored int, err error) {
 	if len(ds) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	err := r.store.Enqueue(ctx, ds)
+	err = r.store.Enqueue(ctx, ds)
 	if !errors.Is(err, storage.ErrNotFound) {
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return len(ds), nil
+		return len(ds), len(ds), nil
 	}
-	n := 0
 	for start := 0; start < len(ds); {
 		end := start + 1
 		for end < len(ds) && ds[end].Event == ds[start].Event {
@@ -338,13 +351,13 @@ func (r *replayRunner) enqueueWrite(ctx context.Context, ds []storage.Delivery) 
 		}
 		switch err := r.store.Enqueue(ctx, ds[start:end]); {
 		case err == nil:
-			n += end - start
+			stored += end - start
 		case !errors.Is(err, storage.ErrNotFound):
-			return n, err
+			return start, stored, err
 		}
 		start = end
 	}
-	return n, nil
+	return len(ds), stored, nil
 }
 
 func (r *replayRunner) notifyAll(ds []storage.Delivery) {

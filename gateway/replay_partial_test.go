@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// failNthEnqueue fails one Enqueue call (the failAt-th from now on, once).
+type failNthEnqueue struct {
+	storage.Store
+	calls, failAt atomic.Int32
+}
+
+func (f *failNthEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) error {
+	if f.calls.Add(1) == f.failAt.Load() {
+		return errInjected
+	}
+	return f.Store.Enqueue(ctx, ds)
+}
+
+// partialFanout: 100 events (one replay batch) with no deliveries, then
+// 21 endpoints, so one step enqueues 2100 deliveries: two writes
+// (replayWriteMax 2000), 95 events in the first. The endpoints are
+// rate-limited to one attempt, to keep the test quiet.
+func partialFanout(t *testing.T) (*gw, *failNthEnqueue, []string) {
+	rcv := newReceiver(t)
+	fs := &failNthEnqueue{}
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs }})
+	ingestN(t, g, "fan", replayBatch)
+	var eps []string
+	for i := range 21 {
+		id := fmt.Sprintf("fan%02d", i)
+		must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
+			"id": id, "tenant": "acme", "url": rcv.url(id), "rate_limit": 0.001}))
+		eps = append(eps, id)
+	}
+	return g, fs, eps
+}
+
+// Found in review: a step whose second write failed was run again from
+// the start, and the first write's 1995 deliveries, stored, were enqueued
+// a second time. A retry now writes only what is left.
+func TestReplayRetryWritesOnlyWhatIsLeft(t *testing.T) {
+	g, fs, eps := partialFanout(t)
+	fs.failAt.Store(fs.calls.Load() + 2) // the step's second write
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job = waitReplay(t, g, acmeToken, job.ID)
+	total := 0
+	for _, ep := range eps {
+		ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Endpoint: ep, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(ds)
+	}
+	if job.State != "completed" || total != 2100 || job.Enqueued != 2100 {
+		t.Fatalf("job %s matched=%d enqueued=%d; %d deliveries stored, want 2100 (100 events x 21 endpoints, replayed once)",
+			job.State, job.Matched, job.Enqueued, total)
+	}
+}
+
+// Found in review: with a status filter the retry saw the first write's
+// new (pending) deliveries as the latest, so those 95 events no longer
+// matched, and the job did not count deliveries it had enqueued. A retry
+// now keeps the targets chosen by the first try.
+func TestReplayRetryKeepsTheTargetsItChose(t *testing.T) {
+	g, fs, eps := partialFanout(t)
+	ctx := context.Background()
+	evs, _, err := g.Store().ListEvents(ctx, storage.EventFilter{Limit: replayBatch})
+	if err != nil || len(evs) != replayBatch {
+		t.Fatalf("%d events, %v", len(evs), err)
+	}
+	now := time.Now().UTC()
+	var failed []storage.Delivery
+	for _, ev := range evs {
+		for _, ep := range eps {
+			failed = append(failed, storage.Delivery{ID: storage.NewID("dlv_", now), Event: ev.ID, Tenant: "acme", Endpoint: ep,
+				State: storage.StateFailed, CreatedAt: now, RetryFrom: now, UpdatedAt: now})
+		}
+	}
+	for len(failed) > 0 { // straight to the store, not through the fault
+		n := min(len(failed), 1000)
+		if err := fs.Store.Enqueue(ctx, failed[:n]); err != nil {
+			t.Fatal(err)
+		}
+		failed = failed[n:]
+	}
+	time.Sleep(10 * time.Millisecond) // replays take events received before the job
+	fs.failAt.Store(fs.calls.Load() + 2)
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"status": "failed"}))
+	job = waitReplay(t, g, acmeToken, job.ID)
+	pending := 0
+	for _, ep := range eps {
+		ds, _, err := g.Store().ListDeliveries(ctx, storage.DeliveryFilter{Endpoint: ep, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if d.State != storage.StateFailed {
+				pending++
+			}
+		}
+	}
+	if job.State != "completed" || job.Matched != 100 || job.Enqueued != pending {
+		t.Fatalf("job %s matched=%d enqueued=%d; the store has %d replayed deliveries of 100 events", job.State, job.Matched, job.Enqueued, pending)
+	}
+}
