@@ -70,6 +70,7 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 		return nil, err // until 2026-11-29 an error was reported as nothing due
 	}
 	jobs := make([]storage.Job, 0, len(claimed))
+	var unreadable []storage.Delivery
 	err = db.view(func(txn *bdg.Txn) error {
 		for _, d := range claimed {
 			var ev storage.Event
@@ -78,17 +79,31 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 				continue // purged, with its delivery, since the claim
 			}
 			if err != nil {
-				// One unreadable record must not hold back the others (it
-				// is the oldest due, in every claim, until it is gone): it
-				// is left claimed, due again when its lease ends.
-				db.log.Error("claimed delivery left undelivered: its event cannot be read", "delivery", d.ID, "event", d.Event, "err", err)
+				db.log.Error("delivery failed: its event record cannot be read", "delivery", d.ID, "event", d.Event, "err", err)
+				unreadable = append(unreadable, d)
 				continue
 			}
 			jobs = append(jobs, storage.Job{Delivery: d, Event: ev})
 		}
 		return nil
 	})
-	return jobs, err
+	if err != nil {
+		return nil, err
+	}
+	// One unreadable record must not hold back the others (as the oldest
+	// due delivery it would be in every claim), nor be claimed and skipped
+	// for ever: it fails, with an attempt that says why.
+	for _, d := range unreadable {
+		err := db.Complete(ctx, &storage.Outcome{
+			Delivery: d.ID, Lease: d.LeaseUntil, State: storage.StateFailed, CountAttempt: true,
+			Attempt: storage.Attempt{N: d.AttemptCount + 1, At: now, Error: "the event's stored record cannot be read"},
+		})
+		if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+			// Left claimed: it is due again when its lease ends.
+			db.log.Error("record a delivery failed", "delivery", d.ID, "err", err)
+		}
+	}
+	return jobs, nil
 }
 
 type dueEntry struct {

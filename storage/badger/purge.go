@@ -97,7 +97,7 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					break
 				}
 				examined++
-				groups, keep, err := eventDeliveryKeys(txn, id, cutoff)
+				groups, tenant, keep, err := eventDeliveryKeys(txn, id, cutoff)
 				if err != nil {
 					it.Close()
 					return err
@@ -128,12 +128,20 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					for _, g := range groups {
 						ks = append(ks, g...)
 					}
+					dels = append(dels, it.Item().KeyCopy(nil))
 					var ev storage.Event
-					if err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); err != nil {
-						it.Close()
-						return err
+					switch err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); {
+					case err == nil:
+						dels = append(dels, tenantEventKey(ev.Tenant, id))
+					case tenant != "":
+						// An unreadable record must not stop retention:
+						// its tenant is its deliveries'.
+						dels = append(dels, tenantEventKey(tenant, id))
+					default:
+						// Nor without deliveries: the tenant index keeps
+						// an entry that listings skip.
+						db.log.Warn("retention deleted an unreadable event record", "event", id, "err", err)
 					}
-					dels = append(dels, it.Item().KeyCopy(nil), tenantEventKey(ev.Tenant, id))
 					dels = append(dels, ks...)
 					n++
 				}
@@ -172,8 +180,9 @@ func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) 
 // attempts, and last its entry in the event's index (by which a later
 // transaction finds what is left, should the event need several). keep
 // reports a live delivery whose retry budget started at or after cutoff;
-// then no keys are listed (the event stays).
-func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][]byte, keep bool, err error) {
+// then no keys are listed (the event stays). tenant is the deliveries'
+// (an event's deliveries are its tenant's), "" without any.
+func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][]byte, tenant string, keep bool, err error) {
 	p := append(key(prefixEventDelivery, evt), sep)
 	var index [][]byte
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
@@ -190,10 +199,11 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 			continue // an index entry without a record: only it goes
 		}
 		if !d.State.Terminal() && !d.RetryFrom.Before(cutoff) {
-			return nil, true, nil
+			return nil, "", true, nil
 		}
 		d.ID = id
 		ds[i], found[i] = d, true
+		tenant = d.Tenant
 	}
 	groups = make([][][]byte, len(index))
 	for i, k := range index {
@@ -212,7 +222,7 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 		}
 		groups[i] = append(g, k)
 	}
-	return groups, false, nil
+	return groups, tenant, false, nil
 }
 
 // orKey returns a unless it is nil, else b.
