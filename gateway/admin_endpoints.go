@@ -234,13 +234,14 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 		ep.UpdatedAt = now
 		return nil
 	}
+	oldURL := ep.URL
 	if err := change(&ep); err != nil {
 		return err
 	}
 	if err := a.validateEndpoint(c, &ep); err != nil {
 		return err
 	}
-	if in.URL != nil { // an endpoint from config with such a URL can still be disabled
+	if ep.URL != oldURL { // an endpoint from config with such a URL can still be changed
 		if err := a.checkTarget(ep.URL); err != nil {
 			return err
 		}

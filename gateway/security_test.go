@@ -418,8 +418,10 @@ endpoints:
 			t.Fatalf("PATCH to %s: %d %s; want 422", u, st, b)
 		}
 	}
-	// Other fields of an endpoint with such a URL can still change.
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "3s"}))
+	// Other fields of an endpoint with such a URL can still change, also
+	// when a client sends the URL back unchanged.
+	v4 := must[endpointView](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "3s"}))
+	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "4s", "url": v4.URL}))
 	st, _, b := g.post("open", []byte(`{"id":"ssrf"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var ds []deliveryView
