@@ -14,11 +14,7 @@ import (
 // stalled for good.
 func TestClaimSkipsADeliveryWhoseEventCannotBeRead(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
 	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
 	good := acceptRequest("good", `{}`, now, "ep1")
@@ -28,7 +24,7 @@ func TestClaimSkipsADeliveryWhoseEventCannotBeRead(t *testing.T) {
 	if _, err := db.Accept(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	err = db.update(ctx, 64, func(txn *bdg.Txn) error {
+	err := db.update(ctx, 64, func(txn *bdg.Txn) error {
 		return txn.Set(eventKey(bad.Event.ID), []byte{0xff, 0x00, 0x13})
 	})
 	if err != nil {

@@ -18,11 +18,7 @@ import (
 // why, and retention deletes the record.
 func TestAnUnreadableEventFailsItsDeliveryAndIsPurged(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
 	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
 	good := acceptRequest("good", `{}`, now, "ep2") // expired too; another endpoint

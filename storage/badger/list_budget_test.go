@@ -18,11 +18,7 @@ func TestListingsStopAtTheScanBudgetAndGoOnFromThere(t *testing.T) {
 	defer func(b int) { listScanBudget = b }(listScanBudget)
 	listScanBudget = 4
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	start := time.Now().UTC().Add(-time.Minute)
 	want := map[string]bool{}
 	var wantDeliveries []string

@@ -18,23 +18,14 @@ import (
 func TestListPageBudgetBoundsScanOfAFullPage(t *testing.T) {
 	defer func(b int) { listScanBudget = b }(listScanBudget)
 	listScanBudget = 4
-	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	start := time.Now().UTC().Add(-time.Minute)
 	for i := range 21 {
 		tenant := "b"
 		if i == 20 { // the newest
 			tenant = "a"
 		}
-		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*time.Millisecond), "ep-"+tenant)
-		req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = tenant, tenant, tenant
-		if _, err := db.Accept(ctx, req); err != nil {
-			t.Fatal(err)
-		}
+		acceptFor(t, db, tenant, fmt.Sprintf("evt-%d", i), start.Add(time.Duration(i)*time.Millisecond), "ep-"+tenant)
 	}
 	loads := 0
 	q := pageQuery{prefixes: [][]byte{prefixDelivery}, idPrefix: "dlv_", limit: 1}
@@ -59,11 +50,7 @@ func TestScanBudgetRevealsNothingOfOtherTenants(t *testing.T) {
 	defer func(b int) { listScanBudget = b }(listScanBudget)
 	listScanBudget = 4
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	start := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 	for i := range 4 { // tenant b's deliveries at +0, +10, +20, +30 ms
 		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*10*time.Millisecond), "ep-b")

@@ -19,11 +19,7 @@ import (
 // knows nothing of dt:). Listings now skip an index key without a record.
 func TestTenantListingSurvivesAnOrphanIndexKey(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	start := time.Now().UTC().Add(-2 * time.Hour)
 	var dls []storage.Delivery
 	for i := range 3 {
@@ -35,7 +31,7 @@ func TestTenantListingSurvivesAnOrphanIndexKey(t *testing.T) {
 	}
 	// The oldest event purged as a build before the tenant index did it.
 	d := dls[0]
-	err = db.update(ctx, 1024, func(txn *bdg.Txn) error {
+	err := db.update(ctx, 1024, func(txn *bdg.Txn) error {
 		for _, k := range [][]byte{
 			eventKey(d.Event), tenantEventKey(d.Tenant, d.Event), eventDeliveryKey(d.Event, d.ID),
 			deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), queueKey(d.Endpoint, dueAt(&d), d.ID),

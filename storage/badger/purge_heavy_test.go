@@ -20,11 +20,7 @@ func TestPurgeSplitsAnEventTooBigForOneTransaction(t *testing.T) {
 	defer func(b int) { purgeKeyBudget = b }(purgeKeyBudget)
 	purgeKeyBudget = 1000
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{MemTableSize: 1 << 20})
 	then := time.Now().UTC().Add(-2 * time.Hour)
 	heavy := acceptRequest("heavy", `{}`, then, "ep1")
 	if _, err := db.Accept(ctx, heavy); err != nil {

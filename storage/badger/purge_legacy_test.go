@@ -2,11 +2,8 @@ package badger
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
-
-	"hookgate/storage"
 )
 
 // A run of kept events longer than purgeScanBudget, in the legacy "ev:"
@@ -19,35 +16,10 @@ func TestPurgeSweepGoesPastKeptLegacyEvents(t *testing.T) {
 	defer func(b int) { purgeScanBudget = b }(purgeScanBudget)
 	purgeScanBudget = 4
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
-	then := now.Add(-2 * time.Hour)
 	cutoff := now.Add(-time.Hour)
-
-	var kept, doomed []string
-	var fresh []storage.Delivery
-	for i := range 17 {
-		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")
-		if _, err := db.Accept(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if i >= 5 {
-			doomed = append(doomed, req.Event.ID)
-			continue
-		}
-		kept = append(kept, req.Event.ID) // replayed: a fresh retry budget
-		d := req.Deliveries[0]
-		d.ID = storage.NewID("dlv_", now)
-		d.CreatedAt, d.NextAttemptAt, d.RetryFrom, d.UpdatedAt = now, now, now, now
-		fresh = append(fresh, d)
-	}
-	if err := db.Enqueue(ctx, fresh); err != nil {
-		t.Fatal(err)
-	}
+	kept, doomed := keptAndDue(t, db, now, 17, 5)
 	moveToLegacyKeys(t, db, kept) // the kept head is in the legacy range
 
 	// As gateway/background.go: call Purge until a call deletes nothing.

@@ -3,7 +3,6 @@ package badger
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,35 +18,10 @@ func TestPurgeResumesPastKeptEvents(t *testing.T) {
 	defer func(b int) { purgeScanBudget = b }(purgeScanBudget)
 	purgeScanBudget = 2
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
-	then := now.Add(-2 * time.Hour)
 	cutoff := now.Add(-time.Hour)
-
-	var kept, doomed []string
-	var fresh []storage.Delivery
-	for i := range 6 {
-		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")
-		if _, err := db.Accept(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if i >= 4 { // the last two are not replayed
-			doomed = append(doomed, req.Event.ID)
-			continue
-		}
-		kept = append(kept, req.Event.ID)
-		d := req.Deliveries[0]
-		d.ID = storage.NewID("dlv_", now)
-		d.CreatedAt, d.NextAttemptAt, d.RetryFrom, d.UpdatedAt = now, now, now, now
-		fresh = append(fresh, d)
-	}
-	if err := db.Enqueue(ctx, fresh); err != nil {
-		t.Fatal(err)
-	}
+	kept, doomed := keptAndDue(t, db, now, 6, 4)
 	moveToLegacyKeys(t, db, doomed[1:]) // one in each key range
 
 	purged := 0

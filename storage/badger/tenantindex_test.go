@@ -31,11 +31,7 @@ func TestTenantIndexIsBuiltForOlderStores(t *testing.T) {
 		if i%2 == 0 {
 			tenant = "a"
 		}
-		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*time.Millisecond), "ep-"+tenant)
-		req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = tenant, tenant, tenant
-		if _, err := db.Accept(ctx, req); err != nil {
-			t.Fatal(err)
-		}
+		req := acceptFor(t, db, tenant, fmt.Sprintf("evt-%d", i), start.Add(time.Duration(i)*time.Millisecond), "ep-"+tenant)
 		if tenant == "a" {
 			mine = append(mine, req.Deliveries[0].ID)
 		}
@@ -111,11 +107,7 @@ func TestTenantIndexIsBuiltForOlderStores(t *testing.T) {
 // Retention deletes the index keys with the deliveries.
 func TestPurgeDeletesTenantIndexKeys(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, Options{})
 	then := time.Now().UTC().Add(-2 * time.Hour)
 	for i := range 3 {
 		if _, err := db.Accept(ctx, acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")); err != nil {

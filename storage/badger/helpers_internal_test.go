@@ -1,0 +1,60 @@
+package badger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// openTestDB opens a store in a temporary directory, closed when the test
+// ends.
+func openTestDB(t *testing.T, o Options) *DB {
+	t.Helper()
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// acceptFor stores an event of tenant, received at, with one delivery to
+// endpoint.
+func acceptFor(t *testing.T, db *DB, tenant, id string, at time.Time, endpoint string) *storage.AcceptRequest {
+	t.Helper()
+	req := acceptRequest(id, `{}`, at, endpoint)
+	req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = tenant, tenant, tenant
+	if _, err := db.Accept(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// keptAndDue stores n events of tenant acme received two hours before now,
+// one delivery each, and replays the first keep of them now: a retry
+// budget from now keeps those from retention with a cutoff of an hour ago.
+// It returns the IDs of the kept events and of the others, oldest first.
+func keptAndDue(t *testing.T, db *DB, now time.Time, n, keep int) (kept, due []string) {
+	t.Helper()
+	then := now.Add(-2 * time.Hour)
+	var fresh []storage.Delivery
+	for i := range n {
+		req := acceptFor(t, db, "acme", fmt.Sprintf("evt-%d", i), then.Add(time.Duration(i)*time.Millisecond), "ep1")
+		if i >= keep {
+			due = append(due, req.Event.ID)
+			continue
+		}
+		kept = append(kept, req.Event.ID)
+		d := req.Deliveries[0]
+		d.ID = storage.NewID("dlv_", now)
+		d.CreatedAt, d.NextAttemptAt, d.RetryFrom, d.UpdatedAt = now, now, now, now
+		fresh = append(fresh, d)
+	}
+	if err := db.Enqueue(context.Background(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	return kept, due
+}
