@@ -227,17 +227,19 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *re
 	defer done()
 	if !st.listed {
 		now := time.Now().UTC()
+		var ds []storage.Delivery
+		matched := 0
 		for i := range evs {
 			eps, err := r.targets(ctx, job, &evs[i], snap)
 			if err != nil {
-				return err
+				return err // listed again next time
 			}
 			if len(eps) > 0 {
-				st.matched++
-				st.ds = append(st.ds, inbound.NewDeliveries(&evs[i], eps, now)...)
+				matched++
+				ds = append(ds, inbound.NewDeliveries(&evs[i], eps, now)...)
 			}
 		}
-		st.listed = true
+		st.ds, st.matched, st.listed = ds, matched, true
 	} else {
 		st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool { return !snap.has(d.Tenant, d.Endpoint) })
 	}
