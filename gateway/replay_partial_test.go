@@ -110,3 +110,42 @@ func TestReplayRetryKeepsTheTargetsItChose(t *testing.T) {
 		t.Fatalf("job %s matched=%d enqueued=%d; the store has %d replayed deliveries of 100 events", job.State, job.Matched, job.Enqueued, pending)
 	}
 }
+
+// failNthEventListing fails one ListDeliveries call with an event filter
+// (the failAt-th from now on, once): a status-filtered replay reads each
+// event's deliveries to choose its targets.
+type failNthEventListing struct {
+	storage.Store
+	calls, failAt atomic.Int32
+}
+
+func (f *failNthEventListing) ListDeliveries(ctx context.Context, q storage.DeliveryFilter) ([]storage.Delivery, string, error) {
+	if q.Event != "" && f.calls.Add(1) == f.failAt.Load() {
+		return nil, "", errInjected
+	}
+	return f.Store.ListDeliveries(ctx, q)
+}
+
+// A step whose choice of targets fails halfway chooses again from scratch:
+// the first try's half must not be counted (or written) twice.
+func TestReplayRetryChoosesTargetsAgainFromScratch(t *testing.T) {
+	rcv := newReceiver(t)
+	fs := &failNthEventListing{}
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
+		wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs },
+	})
+	ingestN(t, g, "ct", 6)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
+	fs.failAt.Store(fs.calls.Load() + 4) // the fourth event's
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
+	job = waitReplay(t, g, acmeToken, job.ID)
+	if job.State != "completed" || job.Matched != 6 || job.Enqueued != 6 {
+		t.Fatalf("job: %+v; want 6 events matched and enqueued once", job)
+	}
+	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool { return rcv.count() >= 12 })
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Limit: 100})
+	if err != nil || len(ds) != 12 {
+		t.Fatalf("%d deliveries, %v; want 12", len(ds), err)
+	}
+}
