@@ -223,9 +223,11 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *re
 			return err
 		}
 	}
-	snap, done := r.reg.use() // until the deliveries are written
-	defer done()
 	if !st.listed {
+		// Chosen without holding the registry: with a status filter this
+		// reads every event's deliveries, and an endpoint's delete (and the
+		// ingests queued behind it) would wait for all of that.
+		snap := r.reg.current()
 		now := time.Now().UTC()
 		var ds []storage.Delivery
 		matched := 0
@@ -240,9 +242,11 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *re
 			}
 		}
 		st.ds, st.matched, st.listed = ds, matched, true
-	} else {
-		st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool { return !snap.has(d.Tenant, d.Endpoint) })
 	}
+	// Held while writing: an endpoint deleted since the choice gets none.
+	snap, done := r.reg.use()
+	defer done()
+	st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool { return !snap.has(d.Tenant, d.Endpoint) })
 	handled, stored, err := r.enqueue(ctx, st.ds)
 	st.written = append(st.written, st.ds[:handled]...)
 	st.ds = st.ds[handled:]

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,5 +148,66 @@ func TestReplayRetryChoosesTargetsAgainFromScratch(t *testing.T) {
 	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Limit: 100})
 	if err != nil || len(ds) != 12 {
 		t.Fatalf("%d deliveries, %v; want 12", len(ds), err)
+	}
+}
+
+// blockEventListings holds every ListDeliveries call with an event filter
+// (a status-filtered replay choosing its targets) until release is closed.
+type blockEventListings struct {
+	storage.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockEventListings) ListDeliveries(ctx context.Context, q storage.DeliveryFilter) ([]storage.Delivery, string, error) {
+	if q.Event != "" {
+		b.once.Do(func() { close(b.entered) })
+		<-b.release
+	}
+	return b.Store.ListDeliveries(ctx, q)
+}
+
+// A replay choosing its targets (reading every event's deliveries, with a
+// status filter) does not hold the registry: an endpoint's delete, and so
+// the ingests that would queue behind it, goes on meanwhile. The replay
+// then writes nothing to the deleted endpoint.
+func TestReplayChoosingTargetsDoesNotHoldUpADelete(t *testing.T) {
+	rcv := newReceiver(t)
+	bs := &blockEventListings{entered: make(chan struct{}), release: make(chan struct{})}
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
+		wrapStore: func(s storage.Store) storage.Store { bs.Store = s; return bs },
+	})
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "b", "tenant": "acme", "url": rcv.url("b")}))
+	ingestN(t, g, "dl", 3)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
+
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
+	<-bs.entered // the replay is choosing its targets
+	deleted := make(chan int, 1)
+	go func() {
+		st, _, _ := g.api("DELETE", "/endpoints/b", opToken, nil)
+		deleted <- st
+	}()
+	select {
+	case st := <-deleted:
+		if st != 204 {
+			t.Fatalf("DELETE: %d", st)
+		}
+	case <-time.After(10 * time.Second):
+		close(bs.release)
+		t.Fatal("the delete waited for the replay's choice of targets")
+	}
+	close(bs.release)
+	job = waitReplay(t, g, acmeToken, job.ID)
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Endpoint: "b", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.State != storage.StateSucceeded && d.State != storage.StateCancelled {
+			t.Fatalf("the deleted endpoint got a replayed delivery: %+v (job %+v)", d, job)
+		}
 	}
 }
