@@ -138,7 +138,7 @@ func (r *replayRunner) run(ctx context.Context, id string) {
 	for job.State == storage.ReplayRunning && ctx.Err() == nil {
 		if err := r.stepWithRetry(ctx, &job); err != nil {
 			if ctx.Err() == nil {
-				r.fail(&job, err)
+				r.fail(ctx, &job, err)
 			}
 			return
 		}
@@ -382,8 +382,10 @@ func (r *replayRunner) notifyAll(ds []storage.Delivery) {
 }
 
 // fail records a job that cannot go on. The stored error is generic: the
-// log has the cause.
-func (r *replayRunner) fail(job *storage.ReplayJob, err error) {
+// log has the cause. The write is retried like a step (a job left running
+// in the store would show as running until the next start resumed it);
+// a shutdown cuts that short, and the next start resumes the job.
+func (r *replayRunner) fail(ctx context.Context, job *storage.ReplayJob, err error) {
 	r.log.Error("replay failed", "replay", job.ID, "err", err)
 	job.State = storage.ReplayFailed
 	job.Error = "the replay stopped on a store error; see the gateway's log"
@@ -391,9 +393,14 @@ func (r *replayRunner) fail(job *storage.ReplayJob, err error) {
 		job.Error = "the replay's cursor is invalid"
 	}
 	job.UpdatedAt = time.Now().UTC()
-	ctx, cancel := context.WithTimeout(context.Background(), replayWriteTimeout)
-	defer cancel()
-	if err := r.store.PutReplay(ctx, job); err != nil {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
+	err = backoff.Retry(func() error {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
+		defer cancel()
+		return r.store.PutReplay(wctx, job)
+	}, backoff.WithContext(b, ctx))
+	if err != nil {
 		r.log.Error("record failed replay", "replay", job.ID, "err", err)
 	}
 }

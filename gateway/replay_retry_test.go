@@ -81,3 +81,38 @@ func (f *failingProgress) PutReplay(ctx context.Context, job *storage.ReplayJob)
 	}
 	return f.Store.PutReplay(ctx, job)
 }
+
+// failingFailWrite fails every Enqueue, and the first writes of a job as
+// failed.
+type failingFailWrite struct {
+	storage.Store
+	fails atomic.Int32
+}
+
+func (f *failingFailWrite) Enqueue(context.Context, []storage.Delivery) error { return errInjected }
+
+func (f *failingFailWrite) PutReplay(ctx context.Context, job *storage.ReplayJob) error {
+	if job.State == storage.ReplayFailed && f.fails.Add(-1) >= 0 {
+		return errInjected
+	}
+	return f.Store.PutReplay(ctx, job)
+}
+
+// The write that records a job as failed is retried too: a job whose
+// failure went unrecorded showed as running until the next start.
+func TestBulkReplayRetriesRecordingItsFailure(t *testing.T) {
+	defer func(d time.Duration) { replayRetryFor = d }(replayRetryFor)
+	replayRetryFor = time.Second
+	rcv := newReceiver(t)
+	fs := &failingFailWrite{}
+	fs.fails.Store(2)
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
+		wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs },
+	})
+	ingestN(t, g, "ff", 2) // their first deliveries are written by Accept, not Enqueue
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || fs.fails.Load() > 0 {
+		t.Fatalf("job: %+v (failed writes still to come: %d)", job, fs.fails.Load())
+	}
+}
