@@ -69,7 +69,7 @@ func (b *background) purge(ctx context.Context) {
 			}
 			return
 		}
-		if n == 0 { // Purge may stop short of the batch (a budget of keys)
+		if n < retentionBatch { // Purge has gone through every expired event
 			return
 		}
 	}

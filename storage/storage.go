@@ -147,10 +147,10 @@ type Maintainer interface {
 	// Purge deletes events received before cutoff, with their deliveries and
 	// attempts, at most limit events per call. It returns how many it deleted.
 	// An event with a live delivery whose retry budget (RetryFrom) started
-	// at or after cutoff is kept until that delivery finishes. It returns 0
-	// once a pass over the events before cutoff has deleted nothing (an
-	// event kept earlier in the pass whose delivery has finished since waits
-	// for the next call).
+	// at or after cutoff is kept until that delivery finishes. It returns
+	// fewer than limit only when it has gone through every event before
+	// cutoff (an event kept earlier whose delivery has finished since waits
+	// for a later call).
 	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }
 

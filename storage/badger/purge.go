@@ -27,7 +27,9 @@ var purgeScanBudget = 4096
 // deliveries, outbox entries and attempts, in transactions of at most
 // purgeKeyBudget keys (so it may delete fewer, but always at least one
 // event when one is due). Event IDs are time-ordered, so the oldest events
-// are the first keys. It returns 0 once a pass has met nothing to delete.
+// are the first keys. It returns fewer than limit only when it has finished
+// a pass over the events before cutoff: a caller that stops then walks
+// each kept event (below) once.
 //
 // An event with a live delivery whose retry budget started at or after
 // cutoff (a replay or a manual retry of an old event) is kept until that
@@ -49,10 +51,12 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 	}
 	db.purgeMu.Lock()
 	defer db.purgeMu.Unlock()
+	total := 0
 	for {
-		n, more, err := db.purgeWindow(ctx, cutoff, limit)
-		if err != nil || n > 0 || !more {
-			return n, err
+		n, more, err := db.purgeWindow(ctx, cutoff, limit-total)
+		total += n
+		if err != nil || !more || total >= limit {
+			return total, err
 		}
 	}
 }

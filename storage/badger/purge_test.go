@@ -3,6 +3,7 @@ package badger
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,5 +69,31 @@ func TestPurgeResumesPastKeptEvents(t *testing.T) {
 	}
 	if purged != len(kept) {
 		t.Fatalf("purged %d finished events, want %d", purged, len(kept))
+	}
+}
+
+// Purge returns fewer than limit only once it has gone through every
+// expired event: the gateway's sweep stops at such a call. A call whose
+// transactions each delete less than limit (a budget of keys) goes on to
+// the next one instead of returning short.
+func TestPurgeReturnsShortOnlyAtTheEnd(t *testing.T) {
+	defer func(b int) { purgeKeyBudget = b }(purgeKeyBudget)
+	purgeKeyBudget = 6 // one event with its delivery per transaction
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	keptAndDue(t, db, now, 10, 0)
+	var got []int
+	for range 10 {
+		n, err := db.Purge(context.Background(), now.Add(-time.Hour), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+		if n < 3 {
+			break
+		}
+	}
+	if !slices.Equal(got, []int{3, 3, 3, 1}) {
+		t.Fatalf("purged per call: %v, want [3 3 3 1]", got)
 	}
 }
