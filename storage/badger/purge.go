@@ -117,10 +117,15 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					}
 					if size > purgeKeyBudget {
 						// Too big for one transaction: whole deliveries
-						// now, the event once the rest fits. The next
-						// window comes back to it (last stays before it).
+						// now, the event once the rest fits; of a
+						// delivery too big itself, attempts first (its
+						// group starts with them). The next window comes
+						// back to the event (last stays before it).
 						for _, g := range groups {
-							if len(dels) > 0 && len(dels)+len(g) > purgeKeyBudget {
+							if room := purgeKeyBudget - len(dels); len(g) > room {
+								if len(dels) == 0 {
+									dels = append(dels, g[:room]...)
+								}
 								break
 							}
 							dels = append(dels, g...)
@@ -180,9 +185,11 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) }
 
 // eventDeliveryKeys lists every key that belongs to the deliveries of an
-// event, a group per delivery: its record, indexes, outbox entry and
-// attempts, and last its entry in the event's index (by which a later
-// transaction finds what is left, should the event need several). keep
+// event, a group per delivery: its attempts, its record, indexes and
+// outbox entry, and last its entry in the event's index. Should an event,
+// or one delivery, need several transactions, a prefix of a group goes
+// first, and a later transaction finds the rest through the record and
+// the index entry. keep
 // reports a live delivery whose retry budget started at or after cutoff;
 // then no keys are listed (the event stays). tenant is the deliveries'
 // (an event's deliveries are its tenant's), "" without any.
@@ -213,16 +220,16 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 	for i, k := range index {
 		var g [][]byte
 		if d := &ds[i]; found[i] {
-			g = append(g, deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), tenantDeliveryKey(d.Tenant, d.ID))
-			if !d.State.Terminal() {
-				g = append(g, queueKey(d.Endpoint, dueAt(d), d.ID))
-			}
 			ap := append(key(prefixAttempt, d.ID), sep)
 			ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap, PrefetchValues: false})
 			for ai.Rewind(); ai.Valid(); ai.Next() {
 				g = append(g, ai.Item().KeyCopy(nil))
 			}
 			ai.Close()
+			g = append(g, deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), tenantDeliveryKey(d.Tenant, d.ID))
+			if !d.State.Terminal() {
+				g = append(g, queueKey(d.Endpoint, dueAt(d), d.ID))
+			}
 		}
 		groups[i] = append(g, k)
 	}
