@@ -36,9 +36,13 @@ type snapshot struct {
 	byTenant map[string][]storage.Endpoint
 }
 
-// has reports whether the snapshot has endpoint id in tenant.
-func (s *snapshot) has(tenant, id string) bool {
-	return slices.ContainsFunc(s.byTenant[tenant], func(ep storage.Endpoint) bool { return ep.ID == id })
+// endpoint returns endpoint id of tenant, or nil.
+func (s *snapshot) endpoint(tenant, id string) *storage.Endpoint {
+	eps := s.byTenant[tenant]
+	if i := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == id }); i >= 0 {
+		return &eps[i]
+	}
+	return nil
 }
 
 func newRegistry(store storage.Catalog, log *slog.Logger) *registry {

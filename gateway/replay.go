@@ -179,9 +179,10 @@ func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob
 // it in (then only the progress write is left).
 type replayStep struct {
 	listed   bool
-	next     string             // the cursor after the batch
-	ds       []storage.Delivery // chosen and not yet written
-	written  []storage.Delivery // to notify the dispatcher of
+	next     string               // the cursor after the batch
+	ds       []storage.Delivery   // chosen and not yet written
+	chosen   map[string]time.Time // endpoint id → its CreatedAt when chosen
+	written  []storage.Delivery   // to notify the dispatcher of
 	matched  int
 	enqueued int
 	recorded bool
@@ -231,6 +232,7 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *re
 		now := time.Now().UTC()
 		var ds []storage.Delivery
 		matched := 0
+		chosen := map[string]time.Time{}
 		for i := range evs {
 			eps, err := r.targets(ctx, job, &evs[i], snap)
 			if err != nil {
@@ -240,13 +242,20 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *re
 				matched++
 				ds = append(ds, inbound.NewDeliveries(&evs[i], eps, now)...)
 			}
+			for _, ep := range eps {
+				chosen[ep.ID] = ep.CreatedAt
+			}
 		}
-		st.ds, st.matched, st.listed = ds, matched, true
+		st.ds, st.matched, st.chosen, st.listed = ds, matched, chosen, true
 	}
-	// Held while writing: an endpoint deleted since the choice gets none.
+	// Held while writing: an endpoint deleted since the choice (or deleted
+	// and created again: ids can be reused) gets none.
 	snap, done := r.reg.use()
 	defer done()
-	st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool { return !snap.has(d.Tenant, d.Endpoint) })
+	st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool {
+		ep := snap.endpoint(d.Tenant, d.Endpoint)
+		return ep == nil || !ep.CreatedAt.Equal(st.chosen[d.Endpoint])
+	})
 	handled, stored, err := r.enqueue(ctx, st.ds)
 	st.written = append(st.written, st.ds[:handled]...)
 	st.ds = st.ds[handled:]

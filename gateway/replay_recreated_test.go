@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// An endpoint deleted and created again with the same id while a replay
+// chooses its targets gets none of the deliveries chosen for the old one
+// (here the new one is disabled, so no choice made now would pick it).
+// Found in review of the change that took the choice out of the registry's
+// lock: the write checked only that the id still existed.
+func TestReplayDoesNotWriteToAnEndpointRecreatedWhileChoosing(t *testing.T) {
+	rcv := newReceiver(t)
+	bs := &blockEventListings{entered: make(chan struct{}), release: make(chan struct{})}
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
+		wrapStore: func(s storage.Store) storage.Store { bs.Store = s; return bs },
+	})
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "b", "tenant": "acme", "url": rcv.url("b")}))
+	ingestN(t, g, "rc", 3)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
+
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
+	<-bs.entered // the replay is choosing its targets
+	if st, _, b := g.api("DELETE", "/endpoints/b", opToken, nil); st != 204 {
+		close(bs.release)
+		t.Fatalf("DELETE: %d %s", st, b)
+	}
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
+		"id": "b", "tenant": "acme", "url": rcv.url("b2"), "disabled": true}))
+	close(bs.release)
+	waitReplay(t, g, acmeToken, job.ID)
+
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Endpoint: "b", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.State != storage.StateSucceeded && d.State != storage.StateCancelled {
+			t.Fatalf("the re-created (disabled) endpoint b got a replayed delivery chosen for the deleted one: %s %s", d.ID, d.State)
+		}
+	}
+}
