@@ -213,18 +213,14 @@ func (r *replayRunner) advance(ctx context.Context, job *storage.ReplayJob, st *
 // write lists the step's batch and chooses its deliveries (once), then
 // writes those not written yet.
 func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *replayStep) error {
-	var evs []storage.Event
 	if !st.listed {
-		var err error
-		evs, st.next, err = r.store.ListEvents(ctx, storage.EventFilter{
+		evs, next, err := r.store.ListEvents(ctx, storage.EventFilter{
 			Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
 			Limit: replayBatch, Cursor: job.Cursor,
 		})
 		if err != nil {
 			return err
 		}
-	}
-	if !st.listed {
 		// Chosen without holding the registry: with a status filter this
 		// reads every event's deliveries, and an endpoint's delete (and the
 		// ingests queued behind it) would wait for all of that.
@@ -246,7 +242,7 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *re
 				chosen[ep.ID] = ep.CreatedAt
 			}
 		}
-		st.ds, st.matched, st.chosen, st.listed = ds, matched, chosen, true
+		st.ds, st.next, st.matched, st.chosen, st.listed = ds, next, matched, chosen, true
 	}
 	// Held while writing: an endpoint deleted since the choice (or deleted
 	// and created again: ids can be reused) gets none.
