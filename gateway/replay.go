@@ -278,15 +278,24 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 	if job.Status == "" {
 		out = inbound.Subscribers(eps, ev.Tenant, ev.Source, ev.Type)
 	} else {
-		ds, _, err := r.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit})
-		if err != nil {
-			return nil, err
-		}
+		// Every page of the event's deliveries, newest first, until each
+		// endpoint has its latest: an event replayed many times has more
+		// than a page, and an endpoint's latest may be on a later one.
 		latest := map[string]storage.DeliveryState{}
-		for _, d := range ds { // newest first
-			if _, seen := latest[d.Endpoint]; !seen {
-				latest[d.Endpoint] = d.State
+		for cursor := ""; ; {
+			ds, next, err := r.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit, Cursor: cursor})
+			if err != nil {
+				return nil, err
 			}
+			for _, d := range ds {
+				if _, seen := latest[d.Endpoint]; !seen {
+					latest[d.Endpoint] = d.State
+				}
+			}
+			if next == "" || !slices.ContainsFunc(eps, func(ep storage.Endpoint) bool { _, seen := latest[ep.ID]; return !seen }) {
+				break
+			}
+			cursor = next
 		}
 		for _, ep := range eps {
 			if !ep.Disabled && latest[ep.ID] == storage.DeliveryState(job.Status) {

@@ -211,3 +211,35 @@ func TestReplayChoosingTargetsDoesNotHoldUpADelete(t *testing.T) {
 		}
 	}
 }
+
+// A status-filtered replay finds each endpoint's latest delivery of an
+// event on any page of the event's deliveries: an event replayed to one
+// endpoint a thousand times still has its failed delivery to another.
+func TestReplayByStatusLooksPastTheFirstPageOfAnEvent(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n  - {id: b, tenant: acme, url: %q}\n",
+		rcv.url("a"), rcv.url("b"))})
+	ids := ingestN(t, g, "pg", 1)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
+	ev, err := g.Store().GetEvent(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	delivery := func(ep string, st storage.DeliveryState, at time.Time) storage.Delivery {
+		return storage.Delivery{ID: storage.NewID("dlv_", at), Event: ev.ID, Tenant: ev.Tenant, Endpoint: ep,
+			IdempotencyKey: ev.IdempotencyKey, State: st, CreatedAt: at, NextAttemptAt: at, RetryFrom: at, UpdatedAt: at}
+	}
+	ds := []storage.Delivery{delivery("b", storage.StateFailed, now)} // b's latest: failed
+	for i := range maxPageLimit {                                     // then a page and more of a's
+		ds = append(ds, delivery("a", storage.StateSucceeded, now.Add(time.Duration(i+1)*time.Millisecond)))
+	}
+	if err := g.Store().Enqueue(context.Background(), ds); err != nil {
+		t.Fatal(err)
+	}
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "failed"}))
+	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Matched != 1 || job.Enqueued != 1 {
+		t.Fatalf("job: %+v; want the event replayed to b", job)
+	}
+	waitFor(t, 10*time.Second, "the replay to b", func() bool { return rcv.count() == 3 })
+}
