@@ -132,10 +132,7 @@ func (f *failNthEventListing) ListDeliveries(ctx context.Context, q storage.Deli
 func TestReplayRetryChoosesTargetsAgainFromScratch(t *testing.T) {
 	rcv := newReceiver(t)
 	fs := &failNthEventListing{}
-	g := startGateway(t, gwOptions{
-		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
-		wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs },
-	})
+	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { fs.Store = s; return fs })
 	ingestN(t, g, "ct", 6)
 	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
 	fs.failAt.Store(fs.calls.Load() + 4) // the fourth event's
@@ -175,16 +172,7 @@ func (b *blockEventListings) ListDeliveries(ctx context.Context, q storage.Deliv
 func TestReplayChoosingTargetsDoesNotHoldUpADelete(t *testing.T) {
 	rcv := newReceiver(t)
 	bs := &blockEventListings{entered: make(chan struct{}), release: make(chan struct{})}
-	g := startGateway(t, gwOptions{
-		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
-		wrapStore: func(s storage.Store) storage.Store { bs.Store = s; return bs },
-	})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "b", "tenant": "acme", "url": rcv.url("b")}))
-	ingestN(t, g, "dl", 3)
-	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
-
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
-	<-bs.entered // the replay is choosing its targets
+	g, job := replayChoosing(t, rcv, bs, "dl")
 	deleted := make(chan int, 1)
 	go func() {
 		st, _, _ := g.api("DELETE", "/endpoints/b", opToken, nil)

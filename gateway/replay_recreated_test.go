@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 
 	"hookgate/storage"
 )
@@ -17,16 +15,7 @@ import (
 func TestReplayDoesNotWriteToAnEndpointRecreatedWhileChoosing(t *testing.T) {
 	rcv := newReceiver(t)
 	bs := &blockEventListings{entered: make(chan struct{}), release: make(chan struct{})}
-	g := startGateway(t, gwOptions{
-		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
-		wrapStore: func(s storage.Store) storage.Store { bs.Store = s; return bs },
-	})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "b", "tenant": "acme", "url": rcv.url("b")}))
-	ingestN(t, g, "rc", 3)
-	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
-
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
-	<-bs.entered // the replay is choosing its targets
+	g, job := replayChoosing(t, rcv, bs, "rc")
 	if st, _, b := g.api("DELETE", "/endpoints/b", opToken, nil); st != 204 {
 		close(bs.release)
 		t.Fatalf("DELETE: %d %s", st, b)

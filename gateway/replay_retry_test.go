@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ func TestBulkReplayRetriesStoreErrors(t *testing.T) {
 	defer func(d time.Duration) { replayRetryFor = d }(replayRetryFor)
 	replayRetryFor = 2 * time.Second
 	rcv := newReceiver(t)
-	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")))
+	g, fs := startFaulty(t, endpointA(rcv))
 	ingestN(t, g, "rr", 3)
 	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
 
@@ -50,10 +49,7 @@ func TestBulkReplayRetriesAFailedProgressWriteAlone(t *testing.T) {
 	rcv := newReceiver(t)
 	fs := &failingProgress{}
 	fs.fails.Store(2)
-	g := startGateway(t, gwOptions{
-		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
-		wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs },
-	})
+	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { fs.Store = s; return fs })
 	ingestN(t, g, "rp", 3)
 	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
 
@@ -106,10 +102,7 @@ func TestBulkReplayRetriesRecordingItsFailure(t *testing.T) {
 	rcv := newReceiver(t)
 	fs := &failingFailWrite{}
 	fs.fails.Store(2)
-	g := startGateway(t, gwOptions{
-		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
-		wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs },
-	})
+	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { fs.Store = s; return fs })
 	ingestN(t, g, "ff", 2) // their first deliveries are written by Accept, not Enqueue
 	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || fs.fails.Load() > 0 {
