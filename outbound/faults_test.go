@@ -45,7 +45,6 @@ type heard struct {
 type ledger struct {
 	mu    sync.Mutex
 	byKey map[string][]heard
-	total int
 }
 
 func newLedger() *ledger { return &ledger{byKey: map[string][]heard{}} }
@@ -58,7 +57,6 @@ func (l *ledger) note(r *http.Request, answer int) (int, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.byKey[key] = append(l.byKey[key], heard{attempt: n, answer: answer})
-	l.total++
 	return n, key
 }
 
@@ -66,12 +64,6 @@ func (l *ledger) of(key string) []heard {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]heard(nil), l.byKey[key]...)
-}
-
-func (l *ledger) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
 }
 
 // coin is the seeded decision of a random receiver for one attempt of the

@@ -50,9 +50,8 @@ func freeAddr() (string, error) {
 
 // process is a running child server.
 type process struct {
-	cmd   *exec.Cmd
-	admin string
-	log   *os.File
+	cmd *exec.Cmd
+	log *os.File
 }
 
 // startProcess runs bin with args and waits until healthURL answers 200.

@@ -79,13 +79,3 @@ func (r *receiver) snapshot() (int64, int64, []time.Duration, time.Time, time.Ti
 	}
 	return r.delivered.Load(), dups, append([]time.Duration(nil), r.latencies...), r.first, r.last
 }
-
-// reset forgets what was received.
-func (r *receiver) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.keys = map[string]int{}
-	r.latencies = nil
-	r.first, r.last = time.Time{}, time.Time{}
-	r.delivered.Store(0)
-}
