@@ -405,6 +405,20 @@ sources:
 endpoints:
 %s`, opToken, dir, eps.String())
 	}, nil)
+	// The config's are warned about at start, by id, without the URL (a
+	// literal address or localhost; all of them here).
+	var warned int
+	for _, l := range strings.Split(g.logs.String(), "\n") {
+		if strings.Contains(l, "its deliveries will be refused") {
+			if strings.Contains(l, "http") || strings.Contains(l, port) {
+				t.Fatalf("the warning shows the URL: %s", l)
+			}
+			warned++
+		}
+	}
+	if warned != len(hosts) {
+		t.Fatalf("%d start warnings, want one per endpoint (%d):\n%s", warned, len(hosts), g.logs.String())
+	}
 	// The admin API refuses such URLs up front (the config's only warn, as
 	// they started before): every delivery to them would be refused.
 	for _, host := range []string{"localhost", "app.localhost", "127.0.0.1", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0", "10.1.2.3", "169.254.169.254", "[fd00::1]"} {
