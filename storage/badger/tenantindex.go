@@ -115,10 +115,10 @@ func (db *DB) buildTenantIndex() {
 		}
 		total += n
 		if done {
-			db.tenantIndexReady.Store(true)
 			if total > 0 {
 				db.log.Info("built the tenant index of deliveries", "deliveries", total)
 			}
+			db.tenantIndexReady.Store(true)
 			return
 		}
 		after = next

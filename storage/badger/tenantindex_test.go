@@ -1,8 +1,12 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +65,8 @@ func TestTenantIndexIsBuiltForOlderStores(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db, err = Open(dir, Options{})
+	var logs lockedBuffer // README: "a log line says when it is done"
+	db, err = Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +80,9 @@ func TestTenantIndexIsBuiltForOlderStores(t *testing.T) {
 	}
 	if n := countKeys(t, db, prefixTenantDelivery); n != 10 {
 		t.Fatalf("%d index keys, want 10", n)
+	}
+	if !strings.Contains(logs.String(), `msg="built the tenant index of deliveries" deliveries=10`) {
+		t.Fatalf("no log line for the build: %q", logs.String())
 	}
 	list := func() ([]storage.Delivery, string) {
 		ds, next, err := db.ListDeliveries(ctx, storage.DeliveryFilter{Tenant: "a", Limit: 10})
@@ -123,4 +131,22 @@ func TestPurgeDeletesTenantIndexKeys(t *testing.T) {
 	if n := countKeys(t, db, prefixTenantDelivery); n != 0 {
 		t.Fatalf("%d index keys left after the purge", n)
 	}
+}
+
+// lockedBuffer is a log destination for several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
