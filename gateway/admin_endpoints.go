@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"hookgate/inbound"
 	"hookgate/outbound"
 	"hookgate/storage"
 )
@@ -495,8 +495,8 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint) error {
 		}
 	}
 	for i, g := range ep.EventTypes {
-		if _, err := path.Match(g, ""); g == "" || err != nil {
-			return unprocessable(fmt.Sprintf("event_types[%d]", i), "must be a non-empty path.Match glob, e.g. \"invoice.*\"")
+		if inbound.ValidTypeGlob(g) != nil {
+			return unprocessable(fmt.Sprintf("event_types[%d]", i), "must be a non-empty glob (\"*\", \"?\", \"[...]\"), e.g. \"invoice.*\"")
 		}
 	}
 	if err := checkHeaders(ep.Headers); err != nil {

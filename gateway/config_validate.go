@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -447,7 +446,7 @@ func (d *decoder) eventTypes(globs []string, key string) {
 		k := fmt.Sprintf("%s[%d]", key, j)
 		if g == "" {
 			d.required(k, "event type glob")
-		} else if _, err := path.Match(g, ""); err != nil {
+		} else if err := inbound.ValidTypeGlob(g); err != nil {
 			d.fail(k, "invalid glob %q: %v", g, err)
 		}
 	}
