@@ -270,5 +270,8 @@ func (v *verifyBody) apply(out *storage.VerifyConfig) error {
 	if v.Secrets != nil {
 		out.Secrets = *v.Secrets
 	}
+	if v.Tolerance != nil && !slices.Contains(timestampSchemes, out.Scheme) {
+		return unprocessable("verify.tolerance", "scheme "+out.Scheme+" signs no timestamp, so a tolerance would be ignored; remove it")
+	}
 	return nil
 }

@@ -529,6 +529,9 @@ func TestConfigRules(t *testing.T) {
 		{"hmac bad encoding", source("    verify: {scheme: hmac, secrets: [x], header: X-Sig, encoding: base32}\n"), "sources[0].verify.encoding", 5, `unknown encoding "base32"`},
 		{"hmac field on other scheme", source("    verify:\n      scheme: stripe\n      secrets: [x]\n      prefix: \"v1=\"\n"), "sources[0].verify.prefix", 8, "only applies to scheme hmac"},
 		{"tolerance zero", source("    verify: {scheme: stripe, secrets: [x], tolerance: 0s}\n"), "sources[0].verify.tolerance", 5, "greater than 0"},
+		{"tolerance on github", source("    verify: {scheme: github, secrets: [x], tolerance: 10m}\n"), "sources[0].verify.tolerance", 5, "scheme github signs no timestamp"},
+		{"tolerance on hmac", source("    verify: {scheme: hmac, secrets: [x], header: X-Sig, tolerance: 10m}\n"), "sources[0].verify.tolerance", 5, "scheme hmac signs no timestamp"},
+		{"tolerance on none", source("    verify:\n      scheme: none\n      tolerance: 10m\n"), "sources[0].verify.tolerance", 7, "scheme none signs no timestamp"},
 		{"bad event_id", source("    verify: {scheme: none}\n    event_id: \"body:/id\"\n"), "sources[0].event_id", 6, "unknown prefix"},
 		{"bad event_type", source("    verify: {scheme: none}\n    event_type: \"json:/a+\"\n"), "sources[0].event_type", 6, "empty part"},
 

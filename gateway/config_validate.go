@@ -283,6 +283,9 @@ var schemes = []string{
 	inbound.SchemeStandardWebhooks, inbound.SchemeHMAC, inbound.SchemeNone,
 }
 
+// timestampSchemes sign a timestamp, which tolerance bounds.
+var timestampSchemes = []string{inbound.SchemeStripe, inbound.SchemeSlack, inbound.SchemeStandardWebhooks}
+
 func (d *decoder) verify(v *VerifyConfig, key string) {
 	if v == nil {
 		d.fail(key, "a source must say how it is verified; write scheme: none to accept unsigned requests")
@@ -298,6 +301,9 @@ func (d *decoder) verify(v *VerifyConfig, key string) {
 		before := len(d.errs)
 		d.secrets(v, key)
 		d.hmac(v, key)
+		if d.set[key+".tolerance"] && !slices.Contains(timestampSchemes, v.Scheme) {
+			d.fail(key+".tolerance", "scheme %s signs no timestamp, so a tolerance would be ignored; remove it", v.Scheme)
+		}
 		if len(d.errs) == before {
 			d.verifier(v, key)
 		}
