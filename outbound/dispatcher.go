@@ -368,10 +368,12 @@ func (d *Dispatcher) leaseFor(ep *storage.Endpoint) time.Duration {
 // no longer the one an attempt was sent to).
 var errAlreadyDisabled = errors.New("endpoint already disabled")
 
-// sameEndpoint reports whether a and b are the same endpoint, not merely
-// the same id: ids are global and may be reused after a delete.
-func sameEndpoint(a, b *storage.Endpoint) bool {
-	return a.ID == b.ID && a.Tenant == b.Tenant && a.CreatedAt.Equal(b.CreatedAt)
+// sameTarget reports whether a and b are the same endpoint at the same URL.
+// Not merely the same id: ids are global and may be reused after a delete.
+// And the same URL: a 410 Gone says that one URL is gone, not the one the
+// endpoint was moved to while the attempt was in flight.
+func sameTarget(a, b *storage.Endpoint) bool {
+	return a.ID == b.ID && a.Tenant == b.Tenant && a.CreatedAt.Equal(b.CreatedAt) && a.URL == b.URL
 }
 
 // disable persists an endpoint as disabled after it answered 410 Gone to
@@ -379,7 +381,8 @@ func sameEndpoint(a, b *storage.Endpoint) bool {
 // write follows. Only the disabled fields change, on the endpoint as
 // stored: an operator's change that the loop has not heard of yet (a
 // rotated secret) is kept. A 410 of an endpoint deleted meanwhile, whose
-// id now names another (maybe another tenant's), disables nothing.
+// id now names another (maybe another tenant's), or moved to another URL,
+// disables nothing.
 func (d *Dispatcher) disable(l *endpointLoop, sent *storage.Endpoint, reason string) {
 	now := d.cfg.Now()
 	if !l.markDisabled(sent, reason, now) {
@@ -388,7 +391,7 @@ func (d *Dispatcher) disable(l *endpointLoop, sent *storage.Endpoint, reason str
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	ep, err := d.cfg.Store.UpdateEndpoint(ctx, l.id, func(ep *storage.Endpoint) error {
-		if ep.Disabled || !sameEndpoint(ep, sent) {
+		if ep.Disabled || !sameTarget(ep, sent) {
 			return errAlreadyDisabled
 		}
 		ep.Disabled, ep.DisabledReason, ep.UpdatedAt = true, reason, now

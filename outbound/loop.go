@@ -56,7 +56,9 @@ func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
 func (l *endpointLoop) update(ep storage.Endpoint) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ep.Disabled && !ep.Disabled {
+	// Re-enabled or moved to another URL: the failures that opened the
+	// circuit were the old endpoint's, not this one's.
+	if (l.ep.Disabled && !ep.Disabled) || l.ep.URL != ep.URL {
 		l.circuit.reset()
 	}
 	if l.limiter == nil || ep.RateLimit != l.ep.RateLimit {
@@ -303,11 +305,11 @@ func (l *endpointLoop) unprobe(probe bool) {
 // markDisabled disables the endpoint in memory, so the loop stops
 // claiming. It reports false when it already was, or when the loop's
 // endpoint is no longer sent (the attempt's) but one created since with
-// the same id.
+// the same id, or the same one moved to another URL.
 func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ep.Disabled || !sameEndpoint(&l.ep, sent) {
+	if l.ep.Disabled || !sameTarget(&l.ep, sent) {
 		return false
 	}
 	l.ep.Disabled = true

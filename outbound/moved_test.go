@@ -1,0 +1,71 @@
+package outbound
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// A 410 Gone says that one URL is gone. An operator who has meanwhile
+// pointed the endpoint at another URL (a PATCH while an attempt to the old
+// URL was in flight, or before the dispatcher heard of the change) must not
+// find the endpoint, with its new URL, disabled by the old URL's answer.
+func TestGoneFromOldURLDoesNotDisableEndpointMovedMeanwhile(t *testing.T) {
+	db, _ := openDB(t)
+	old := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusGone) })
+	moved := newReceiver(t, nil)
+	ep := testEndpoint(t, db, "moved", old.URL)
+	d := startDispatcher(t, db, Config{}, ep)
+	// The operator's PATCH reaches the store before the dispatcher hears
+	// of it (the gateway tells it right after its write).
+	changed := ep
+	changed.URL = moved.URL
+	if err := db.PutEndpoint(context.Background(), &changed); err != nil {
+		t.Fatal(err)
+	}
+	ds := accept(t, db, event{}, ep)
+	d.Notify(ep.ID)
+	waitFor(t, wait, "the attempt to the old URL", inState(t, db, ds[0].ID, storage.StateFailed))
+	d.Stop(wait) // waits for the attempt goroutine, including its disable
+
+	stored, err := db.GetEndpoint(context.Background(), ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Disabled {
+		t.Fatalf("endpoint now pointing at %s was disabled (%q) by a 410 from its previous URL", stored.URL, stored.DisabledReason)
+	}
+}
+
+// An operator who fixes a failing endpoint's URL expects deliveries to go
+// to the new URL now, not after the cool-down the old URL's failures
+// earned (up to minutes).
+func TestMovingAnEndpointClosesItsCircuit(t *testing.T) {
+	db, _ := openDB(t)
+	broken := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusInternalServerError) })
+	fixed := newReceiver(t, nil)
+	ep := testEndpoint(t, db, "fixme", broken.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
+	var ds []storage.Delivery
+	for range 3 {
+		ds = append(ds, accept(t, db, event{}, ep)...)
+	}
+	d := startDispatcher(t, db, Config{CircuitFailures: 3, CircuitCooldown: time.Hour}, ep)
+	d.Notify(ep.ID)
+	waitFor(t, wait, "the circuit to open", func() bool { return circuitOf(d, ep.ID) == circuitOpen })
+
+	ep.URL = fixed.URL
+	if err := db.PutEndpoint(context.Background(), &ep); err != nil {
+		t.Fatal(err)
+	}
+	d.UpsertEndpoint(ep)
+	if s := circuitOf(d, ep.ID); s != circuitClosed {
+		t.Fatalf("circuit %s after the endpoint moved to another URL", s)
+	}
+	d.Notify(ep.ID)
+	for _, dl := range ds {
+		waitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
+	}
+}
