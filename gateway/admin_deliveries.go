@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -161,10 +162,19 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	d, err = a.g.store.Retry(ctx, d.ID, a.now())
+	now := a.now()
+	retried, err := a.g.store.Retry(ctx, d.ID, now)
+	if errors.Is(err, storage.ErrConflict) && d.State != storage.StateCancelled {
+		// Being delivered (or cancelled since it was read): its attempt's
+		// outcome comes first, then a retry can follow.
+		e := newAPIError(fiber.StatusConflict, "delivery-in-flight", "", "the delivery is being delivered now; retry once its attempt has ended")
+		e.retryAfter = 1 // most attempts end within a second; the lease bounds the rest
+		return e
+	}
 	if err != nil {
 		return a.storeError(err, "delivery")
 	}
+	d = retried
 	a.g.disp.Notify(d.Endpoint)
 	return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
 }

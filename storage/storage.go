@@ -78,7 +78,9 @@ type Outbox interface {
 	// NextAttemptAt.
 	Enqueue(ctx context.Context, ds []Delivery) error
 	// Retry makes a delivery due again at now with a fresh retry budget,
-	// whatever its state but cancelled. Its attempts are kept.
+	// whatever its state, but ErrConflict when it is cancelled or being
+	// delivered (delivering, its lease not yet over at now). Its attempts
+	// are kept.
 	Retry(ctx context.Context, id string, now time.Time) (Delivery, error)
 	// CancelEndpoint cancels every pending delivery of an endpoint (deleted).
 	CancelEndpoint(ctx context.Context, endpoint string) (int, error)

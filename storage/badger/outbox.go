@@ -314,6 +314,11 @@ func (db *DB) Retry(ctx context.Context, id string, now time.Time) (storage.Deli
 		if d.State == storage.StateCancelled {
 			return fmt.Errorf("delivery %s is cancelled: %w", id, storage.ErrConflict)
 		}
+		if d.State == storage.StateDelivering && now.Before(d.LeaseUntil) {
+			// Its attempt would lose its lease and go unrecorded, and the
+			// receiver would get two requests with the same attempt number.
+			return fmt.Errorf("delivery %s is being delivered: %w", id, storage.ErrConflict)
+		}
 		var old []byte
 		if !d.State.Terminal() {
 			old = queueKey(d.Endpoint, dueAt(&d), d.ID)

@@ -36,6 +36,7 @@ func Run(t *testing.T, o Opener) {
 		"CompleteLeaseLost":        testCompleteLeaseLost,
 		"ReleaseAndNextDue":        testReleaseAndNextDue,
 		"EnqueueAndRetry":          testEnqueueAndRetry,
+		"RetryWaitsForAnAttempt":   testRetryWaitsForAnAttempt,
 		"CancelEndpoint":           testCancelEndpoint,
 		"EarlierDueAfterClaims":    testEarlierDueAfterClaims,
 		"ClaimsRaceInserts":        testClaimsRaceInserts,
@@ -365,6 +366,40 @@ func testEnqueueAndRetry(t *testing.T, o Opener) {
 	bad.ID, bad.Event = storage.NewID("dlv_", now), "evt_missing"
 	if err := s.Enqueue(ctx, []storage.Delivery{bad}); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("enqueue for a missing event: %v", err)
+	}
+}
+
+// testRetryWaitsForAnAttempt: a manual retry of a delivery whose attempt
+// is in flight would cost that attempt its lease, so its outcome would go
+// unrecorded; it is refused until the attempt ends or its lease runs out
+// (a worker that died).
+func testRetryWaitsForAnAttempt(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "inflight", "body", now, "ep1")
+	must(s.Accept(ctx, req))
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if len(jobs) != 1 {
+		t.Fatalf("claim: %+v", jobs)
+	}
+	id := jobs[0].Delivery.ID
+	if _, err := s.Retry(ctx, id, now.Add(time.Second)); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("retry while the attempt is in flight: %v, want ErrConflict", err)
+	}
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: id, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 500}, State: storage.StatePending, NextAttemptAt: now.Add(time.Hour)}))
+	if as := must(s.ListAttempts(ctx, id)); len(as) != 1 {
+		t.Fatalf("attempts after the refused retry: %+v", as)
+	}
+	if r := must(s.Retry(ctx, id, now.Add(time.Second))); r.State != storage.StatePending || !r.NextAttemptAt.Equal(now.Add(time.Second)) {
+		t.Fatalf("retry after the attempt: %+v", r)
+	}
+	// A worker that died: once its lease is over the delivery may be retried.
+	jobs = must(s.Claim(ctx, "ep1", now.Add(time.Second), 10, time.Minute))
+	if len(jobs) != 1 {
+		t.Fatalf("claim of the retried delivery: %+v", jobs)
+	}
+	if r := must(s.Retry(ctx, id, jobs[0].Delivery.LeaseUntil.Add(time.Second))); r.State != storage.StatePending {
+		t.Fatalf("retry after the lease ran out: %+v", r)
 	}
 }
 
