@@ -139,8 +139,8 @@ func (a *adminAPI) visibleDelivery(c *fiber.Ctx) (storage.Delivery, error) {
 }
 
 // retryDelivery is POST /deliveries/{id}/retry: due now, with a fresh
-// retry budget, whatever its state but cancelled. Its endpoint must exist
-// and be enabled, or the delivery would wait for nobody.
+// retry budget, whatever its state but cancelled or in flight (409). Its
+// endpoint must exist and be enabled, or the delivery would wait for nobody.
 func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	d, err := a.visibleDelivery(c)
 	if err != nil {
