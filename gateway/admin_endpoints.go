@@ -182,7 +182,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	}
 	a.catalogMu.Lock()
 	defer a.catalogMu.Unlock()
-	if err := a.validateEndpoint(c, &ep); err != nil {
+	if err := a.validateEndpoint(c, &ep, nil); err != nil {
 		return err
 	}
 	if err := a.checkTarget(ep.URL); err != nil {
@@ -234,11 +234,11 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 		ep.UpdatedAt = now
 		return nil
 	}
-	oldURL := ep.URL
+	oldURL, oldSources := ep.URL, ep.Sources
 	if err := change(&ep); err != nil {
 		return err
 	}
-	if err := a.validateEndpoint(c, &ep); err != nil {
+	if err := a.validateEndpoint(c, &ep, oldSources); err != nil {
 		return err
 	}
 	if ep.URL != oldURL { // an endpoint from config with such a URL can still be changed
@@ -478,8 +478,9 @@ func positiveDuration(field, s string) (time.Duration, error) {
 
 // validateEndpoint applies config.yaml's rules to an endpoint (SPEC
 // section 2); the first problem is the answer. Its sources must exist in
-// its tenant.
-func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint) error {
+// its tenant, but for those in kept: a PATCH must not be refused because a
+// source the stored filter names was deleted since.
+func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []string) error {
 	if err := checkID(ep.ID); err != nil {
 		return err
 	}
@@ -487,6 +488,9 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint) error {
 		return err
 	}
 	for i, id := range ep.Sources {
+		if slices.Contains(kept, id) {
+			continue
+		}
 		src, err := a.g.store.GetSource(c.UserContext(), id)
 		if errors.Is(err, storage.ErrNotFound) || (err == nil && src.Tenant != ep.Tenant) {
 			return unprocessable(fmt.Sprintf("sources[%d]", i), "no source with this id in the endpoint's tenant")
