@@ -168,7 +168,9 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 		// Being delivered (or cancelled since it was read): its attempt's
 		// outcome comes first, then a retry can follow.
 		e := newAPIError(fiber.StatusConflict, "delivery-in-flight", "", "the delivery is being delivered now; retry once its attempt has ended")
-		e.retryAfter = 1 // most attempts end within a second; the lease bounds the rest
+		// By then the attempt's lease is over: its outcome is recorded, or,
+		// if that write failed, the delivery may be retried.
+		e.retryAfter = max(1, int(d.LeaseUntil.Sub(now).Seconds()+1))
 		return e
 	}
 	if err != nil {

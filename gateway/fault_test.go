@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -373,9 +374,9 @@ func TestFaultStoreAmbiguousAcceptDeliversPromptly(t *testing.T) {
 // TestFaultStoreClaimAndComplete: while Claim fails, a delivery waiting in
 // the outbox for its retry stays there (no attempt is spent) and goes out
 // when Claim recovers. When Complete fails after the receiver answered,
-// the delivery is not reported delivered and no attempt is recorded; an
-// operator's retry sends it again with the same Idempotency-Key and
-// records it.
+// the delivery is not reported delivered and no attempt is recorded; it
+// stays under the attempt's lease, and an operator's retry is refused (409
+// with Retry-After) until the lease ends.
 func TestFaultStoreClaimAndComplete(t *testing.T) {
 	rcv := newSwitchReceiver(t)
 	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")))
@@ -408,13 +409,17 @@ func TestFaultStoreClaimAndComplete(t *testing.T) {
 		t.Fatalf("attempts %+v recorded although Complete failed", as)
 	}
 	fs.set(faultNone, "Complete")
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+ds[0].ID+"/retry", opToken, nil))
-	waitFor(t, 10*time.Second, "the retried delivery", func() bool {
-		d, err := fs.Store.GetDelivery(context.Background(), ds[0].ID)
-		return err == nil && d.State == storage.StateSucceeded && d.AttemptCount == 1
-	})
-	if n := rcv.count("ep"); n != 4 {
-		t.Fatalf("receiver got %d requests; want the unrecorded one sent once more", n)
+	// The delivery is still under the lost attempt's lease: an operator's
+	// retry is refused until it ends (then the dispatcher sends it again by
+	// itself, TestExpiredLeaseOfACrashedWorkerIsDelivered).
+	st, hdr, b := g.api("POST", "/deliveries/"+ds[0].ID+"/retry", opToken, nil)
+	wantProblem(t, "retry under the lost attempt's lease", 409, "")(st, hdr, b)
+	lease := time.Until(ds[0].LeaseUntil)
+	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || time.Duration(ra)*time.Second < lease {
+		t.Fatalf("Retry-After %q, want at least the lease's remaining %s", hdr.Get("Retry-After"), lease)
+	}
+	if n := rcv.count("ep"); n != 3 {
+		t.Fatalf("receiver got %d requests; want no request for the refused retry", n)
 	}
 }
 
