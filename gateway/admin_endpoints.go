@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -193,6 +192,11 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
+	if a.g.backlogs.pending(ep.ID) {
+		e := newAPIError(fiber.StatusConflict, "endpoint-being-deleted", "id", "an endpoint with this id was deleted and its deliveries are still being cancelled; retry later")
+		e.retryAfter = 5
+		return e
+	}
 	if _, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "an endpoint with this id already exists")
 	} else if !errors.Is(err, storage.ErrNotFound) {
@@ -255,20 +259,40 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 }
 
 // deleteEndpoint is DELETE /endpoints/{id}: the endpoint goes, and so do
-// its pending deliveries (cancelled). Delivered history stays.
+// its pending deliveries (cancelled). Delivered history stays. The answer
+// waits for the cancel up to backlogWait; a larger backlog, or one whose
+// cancel failed, goes on being cancelled in the background.
 func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
+	done, err := a.removeEndpoint(c)
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(backlogWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-c.UserContext().Done():
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// removeEndpoint deletes the endpoint and marks its backlog to be
+// cancelled; done is closed once it is. Creating an endpoint with the same
+// id waits for that (backlogs), not the catalog lock: other catalog changes
+// go on meanwhile.
+func (a *adminAPI) removeEndpoint(c *fiber.Ctx) (done <-chan struct{}, err error) {
 	a.catalogMu.Lock()
 	defer a.catalogMu.Unlock()
 	ep, err := a.visibleEndpoint(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	// Exclusive until the registry no longer has it: every write of
 	// deliveries from a snapshot that still had it is then done, and no
-	// later one can target it, so the cancel below misses none. The cancel
-	// itself (a backlog may take seconds) runs without holding up ingest.
+	// later one can target it, so the cancel misses none.
 	err = a.g.reg.exclusive(func() error {
 		if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
 			return a.storeError(err, "endpoint")
@@ -277,18 +301,10 @@ func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
 		return nil
 	})
 	if err != nil {
-		return err
-	}
-	// A backlog is cancelled 512 deliveries per write (~10k/s here): a
-	// million takes minutes, far past the 10 s of other writes. Cut short,
-	// the rest would stay pending for an endpoint that no longer exists.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), cancelBacklogTimeout)
-	defer ccancel()
-	if _, err := a.g.store.CancelEndpoint(cctx, ep.ID); err != nil {
-		return a.storeError(err, "endpoint")
+		return nil, err
 	}
 	a.g.metrics.forgetEndpoint(ep.ID)
-	return c.SendStatus(fiber.StatusNoContent)
+	return a.g.backlogs.add(ep.ID), nil
 }
 
 // checkRetention refuses a retry window longer than the retention: the
@@ -301,9 +317,6 @@ func (a *adminAPI) checkRetention(ep *storage.Endpoint) error {
 	}
 	return nil
 }
-
-// cancelBacklogTimeout bounds the cancel of a deleted endpoint's backlog.
-const cancelBacklogTimeout = 10 * time.Minute
 
 // rotateRequest is the optional body of POST /endpoints/{id}/rotate-secret.
 type rotateRequest struct {

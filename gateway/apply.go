@@ -65,10 +65,9 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 	}
 	for _, old := range eps {
 		if old.FromConfig && !inConfig[old.ID] {
+			// Its deliveries are cancelled in the background: the gateway
+			// finds them with no endpoint (backlogs.findOrphans).
 			if err := s.DeleteEndpoint(ctx, old.ID); err != nil {
-				return fmt.Errorf("endpoint %s: %w", old.ID, err)
-			}
-			if _, err := s.CancelEndpoint(ctx, old.ID); err != nil {
 				return fmt.Errorf("endpoint %s: %w", old.ID, err)
 			}
 		}

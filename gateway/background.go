@@ -15,7 +15,8 @@ const (
 	retentionBatch = 256
 )
 
-// background owns the gateway's periodic jobs and the bulk replay runner.
+// background owns the gateway's periodic jobs, the cancelling of deleted
+// endpoints' backlogs and the bulk replay runner.
 // start returns at once; stop cancels them and waits until they are gone.
 type background struct {
 	g       *Gateway
@@ -29,10 +30,14 @@ func newBackground(g *Gateway) *background { return &background{g: g, replays: n
 func (b *background) start(ctx context.Context) {
 	ctx, b.cancel = context.WithCancel(ctx)
 	b.replays.Start(ctx)
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
 		b.retentionLoop(ctx)
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.g.backlogs.run(ctx)
 	}()
 }
 

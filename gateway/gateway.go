@@ -69,6 +69,8 @@ type Gateway struct {
 	public  *fiber.App
 	admin   *fiber.App
 	bg      *background
+	// backlogs cancels deleted endpoints' deliveries (backlogs.go).
+	backlogs *backlogs
 
 	publicLn, adminLn *trackingListener
 	serveErr          chan error
@@ -163,6 +165,13 @@ func (g *Gateway) init(ctx context.Context) error {
 	snap, err := g.reg.reload(ctx, nil)
 	if err != nil {
 		return err
+	}
+	g.backlogs = newBacklogs(g)
+	err = g.backlogs.findOrphans(ctx, func(id string) bool {
+		return slices.ContainsFunc(snap.endpoints, func(ep storage.Endpoint) bool { return ep.ID == id })
+	})
+	if err != nil {
+		return fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
 	}
 	g.acc = &inbound.Accepter{Store: g.store, DedupeTTL: g.cfg.Dedupe.TTL.D()}
 	d, err := outbound.New(outbound.Config{

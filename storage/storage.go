@@ -84,6 +84,10 @@ type Outbox interface {
 	Retry(ctx context.Context, id string, now time.Time) (Delivery, error)
 	// CancelEndpoint cancels every pending delivery of an endpoint (deleted).
 	CancelEndpoint(ctx context.Context, endpoint string) (int, error)
+	// QueuedEndpoints lists the ids of the endpoints that have live
+	// deliveries (pending or claimed), each once: after a crash or a failed
+	// CancelEndpoint, those of deleted endpoints are found again from it.
+	QueuedEndpoints(ctx context.Context) ([]string, error)
 	// Depth counts an endpoint's live deliveries (pending or claimed) and
 	// how many of them are due at now, each counted up to limit (a gauge
 	// needs no exact figure for a huge backlog, and counting is bounded).

@@ -387,6 +387,31 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 	}
 }
 
+// QueuedEndpoints lists the endpoints with outbox entries, seeking past
+// each endpoint's entries to the next endpoint.
+func (db *DB) QueuedEndpoints(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := db.view(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixQueue})
+		defer it.Close()
+		for it.Seek(prefixQueue); it.Valid(); {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			rest := it.Item().Key()[len(prefixQueue):]
+			i := bytes.IndexByte(rest, sep)
+			if i < 0 { // not a queue key of this engine's making
+				it.Next()
+				continue
+			}
+			ids = append(ids, string(rest[:i]))
+			it.Seek(append(key(prefixQueue, string(rest[:i])), sep+1))
+		}
+		return nil
+	})
+	return ids, err
+}
+
 func getDelivery(txn *bdg.Txn, id string) (storage.Delivery, error) {
 	var d storage.Delivery
 	err := getRecord(txn, deliveryKey(id), &d)

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func Run(t *testing.T, o Opener) {
 		"ReleaseAndNextDue":        testReleaseAndNextDue,
 		"EnqueueAndRetry":          testEnqueueAndRetry,
 		"RetryWaitsForAnAttempt":   testRetryWaitsForAnAttempt,
+		"QueuedEndpoints":          testQueuedEndpoints,
 		"CancelEndpoint":           testCancelEndpoint,
 		"EarlierDueAfterClaims":    testEarlierDueAfterClaims,
 		"ClaimsRaceInserts":        testClaimsRaceInserts,
@@ -400,6 +402,29 @@ func testRetryWaitsForAnAttempt(t *testing.T, o Opener) {
 	}
 	if r := must(s.Retry(ctx, id, jobs[0].Delivery.LeaseUntil.Add(time.Second))); r.State != storage.StatePending {
 		t.Fatalf("retry after the lease ran out: %+v", r)
+	}
+}
+
+// testQueuedEndpoints: the endpoints with live deliveries, pending or
+// claimed, are listed once each; finished and cancelled ones are not.
+func testQueuedEndpoints(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	if ids := must(s.QueuedEndpoints(ctx)); len(ids) != 0 {
+		t.Fatalf("empty store: %v", ids)
+	}
+	must(s.Accept(ctx, event("acme", "stripe", "q1", "body", now, "ep1", "ep2", "ep3", "ep4", "ep1x")))
+	must(s.Accept(ctx, event("acme", "stripe", "q2", "body", now, "ep1", "ep2")))
+	if jobs := must(s.Claim(ctx, "ep2", now, 10, time.Minute)); len(jobs) != 2 {
+		t.Fatalf("claim ep2: %+v", jobs)
+	}
+	jobs := must(s.Claim(ctx, "ep3", now, 10, time.Minute))
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
+	must(s.CancelEndpoint(ctx, "ep4"))
+	ids := must(s.QueuedEndpoints(ctx))
+	slices.Sort(ids)
+	if want := []string{"ep1", "ep1x", "ep2"}; !slices.Equal(ids, want) {
+		t.Fatalf("queued endpoints %v, want %v", ids, want)
 	}
 }
 

@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// How long a DELETE /endpoints/{id} waits for its backlog to be cancelled
+// before it answers and leaves the rest to the background: ~10k
+// deliveries a second are cancelled here, so a million take minutes.
+const backlogWait = 10 * time.Second
+
+// backlogs cancels the live deliveries of deleted endpoints, in the
+// background and until it has succeeded: a cancel cut short (a store error,
+// a crash) must not leave deliveries pending for ever for an endpoint that
+// no longer exists. While an id's backlog is not yet cancelled, no endpoint
+// may be created with that id, or it would get the old one's deliveries
+// (and the cancel would take its new ones).
+type backlogs struct {
+	g    *Gateway
+	mu   sync.Mutex
+	ids  map[string]chan struct{} // closed once the id's backlog is cancelled
+	wake chan struct{}
+}
+
+func newBacklogs(g *Gateway) *backlogs {
+	return &backlogs{g: g, ids: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// findOrphans marks the endpoint ids that have live deliveries but no
+// endpoint: deleted by a process that died or failed before it had
+// cancelled them. It runs before the admin API serves, so that no endpoint
+// can take such an id first.
+func (b *backlogs) findOrphans(ctx context.Context, known func(id string) bool) error {
+	ids, err := b.g.store.QueuedEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !known(id) {
+			b.g.log.Warn("an endpoint deleted earlier still has live deliveries: cancelling them", "endpoint", id)
+			b.add(id)
+		}
+	}
+	return nil
+}
+
+// add marks id's backlog to be cancelled and returns a channel closed once
+// it is. The caller holds the catalog lock, having just deleted the
+// endpoint.
+func (b *backlogs) add(id string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch, ok := b.ids[id]
+	if !ok {
+		ch = make(chan struct{})
+		b.ids[id] = ch
+	}
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// pending reports whether id's backlog is not yet cancelled.
+func (b *backlogs) pending(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.ids[id]
+	return ok
+}
+
+// run cancels marked backlogs until ctx ends, retrying failures with
+// backoff (up to a minute apart).
+func (b *backlogs) run(ctx context.Context) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = time.Second, time.Minute, 0
+	for {
+		var retry <-chan time.Time
+		if b.pass(ctx) {
+			bo.Reset()
+		} else {
+			retry = time.After(bo.NextBackOff())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.wake:
+		case <-retry:
+		}
+	}
+}
+
+// pass cancels every marked backlog once; false if any failed.
+func (b *backlogs) pass(ctx context.Context) bool {
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.ids))
+	for id := range b.ids {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	ok := true
+	for _, id := range ids {
+		n, err := b.g.store.CancelEndpoint(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.g.log.Error("cancel the deliveries of a deleted endpoint; will retry", "endpoint", id, "cancelled", n, "err", err)
+			}
+			ok = false
+			continue
+		}
+		if n > 0 {
+			b.g.log.Info("cancelled the deliveries of a deleted endpoint", "endpoint", id, "cancelled", n)
+		}
+		b.mu.Lock()
+		close(b.ids[id])
+		delete(b.ids, id)
+		b.mu.Unlock()
+	}
+	return ok
+}
