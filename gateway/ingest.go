@@ -44,10 +44,13 @@ func (g *Gateway) ingest(c *fiber.Ctx) error {
 // answerAccepted writes an accepted (or replayed) answer and wakes the
 // dispatcher for the new deliveries.
 func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accepted) error {
-	if res.Replayed {
+	switch {
+	case res.Handshake:
+		g.metrics.ingest(source, "handshake")
+	case res.Replayed:
 		c.Set(headerReplayed, "true")
 		g.metrics.ingest(source, "replayed")
-	} else {
+	default:
 		g.metrics.ingest(source, "accepted")
 		if jobs := res.Claimed(); len(jobs) > 0 {
 			g.disp.Hand(jobs)

@@ -103,3 +103,42 @@ func TestIngestStripeConfigToleranceAndRotation(t *testing.T) {
 		g = g.restart(gwOptions{extra: extra})
 	}
 }
+
+// signSlack signs body as Slack does: "v0=" + hex HMAC-SHA256 of
+// "v0:<timestamp>:<body>" (api.slack.com, "Verifying requests from Slack").
+func signSlack(secret string, ts time.Time, body []byte) map[string]string {
+	m := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(m, "v0:%d:%s", ts.Unix(), body)
+	return map[string]string{
+		"X-Slack-Signature":         fmt.Sprintf("v0=%x", m.Sum(nil)),
+		"X-Slack-Request-Timestamp": fmt.Sprint(ts.Unix()),
+	}
+}
+
+// TestIngestSlackURLVerification: Slack enables an Events API URL only
+// once it answers the signed url_verification request with its challenge.
+// That is a handshake, not an event: nothing is stored or delivered. An
+// unsigned one is refused like any request.
+func TestIngestSlackURLVerification(t *testing.T) {
+	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
+	g := startGateway(t, gwOptions{extra: "  - id: slack\n    tenant: acme\n    verify: {scheme: slack, secrets: [" + secret + "]}\n"})
+	body := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	st, hdr, b := g.post("slack", body, signSlack(secret, time.Now(), body))
+	if st != 200 || string(b) != `{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}` || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("url_verification: %d %q %s", st, hdr.Get("Content-Type"), b)
+	}
+	if st, _, b := g.post("slack", body, nil); st != 401 {
+		t.Fatalf("unsigned url_verification: %d %s", st, b)
+	}
+	if st, _, b := g.post("slack", body, signSlack("another secret", time.Now(), body)); st != 401 {
+		t.Fatalf("url_verification signed with another secret: %d %s", st, b)
+	}
+	evs, _, err := g.Store().ListEvents(context.Background(), storage.EventFilter{Limit: 10})
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("events stored for handshakes: %+v %v", evs, err)
+	}
+	event := []byte(`{"token":"x","team_id":"T1","type":"event_callback","event_id":"Ev0PV52K21","event":{"type":"app_mention","text":"hi"}}`)
+	if st, _, b := g.post("slack", event, signSlack(secret, time.Now(), event)); st != 202 || !strings.Contains(string(b), `"event_id":"Ev0PV52K21"`) {
+		t.Fatalf("event_callback: %d %s", st, b)
+	}
+}

@@ -35,7 +35,7 @@ func newMetrics(store storage.Store) *metrics {
 		reg: prometheus.NewRegistry(),
 		ingestTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_ingest_requests_total",
-			Help: "Ingest requests by source and outcome (accepted, replayed, unauthorized, mismatch, store_error, ...).",
+			Help: "Ingest requests by source and outcome (accepted, replayed, handshake, unauthorized, mismatch, store_error, ...).",
 		}, []string{"source", "outcome"}),
 		attemptsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_delivery_attempts_total",

@@ -83,6 +83,9 @@ type Accepted struct {
 	Body   []byte
 	// Replayed is true when the event was known: nothing new was stored.
 	Replayed bool
+	// Handshake is true for a sender's check of the URL, answered as it
+	// asks (Slack's url_verification): nothing was stored.
+	Handshake bool
 	// Event is the stored event (zero when Replayed).
 	Event storage.Event
 	// Deliveries are the new deliveries (none when Replayed).
@@ -142,6 +145,11 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 	if !in.SkipVerify {
 		if err := src.verifier.Verify(in.Header, in.Body, now); err != nil {
 			return Accepted{}, err
+		}
+		if src.Verify.Scheme == SchemeSlack {
+			if answer, ok := slackChallenge(in.Body); ok {
+				return Accepted{Status: 200, Body: answer, Handshake: true}, nil
+			}
 		}
 	}
 	eventID, typ := in.EventID, in.Type

@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -55,4 +56,23 @@ func (v *slackVerifier) Verify(h HeaderGetter, body []byte, now time.Time) error
 		return errNoMatch
 	}
 	return nil
+}
+
+// slackChallenge answers Slack's URL verification: when an Events API URL
+// is set, Slack POSTs {"type":"url_verification","challenge":"…"} (signed
+// like any event) and enables the URL only if the answer carries the
+// challenge back. It is a handshake, not an event: nothing is stored.
+func slackChallenge(body []byte) ([]byte, bool) {
+	r := &Request{Body: body}
+	if typ, _ := r.jsonValue([]string{"type"}); typ != "url_verification" {
+		return nil, false
+	}
+	challenge, ok := r.jsonValue([]string{"challenge"})
+	if !ok {
+		return nil, false
+	}
+	answer, err := json.Marshal(struct {
+		Challenge string `json:"challenge"`
+	}{challenge})
+	return answer, err == nil
 }
