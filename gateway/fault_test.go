@@ -486,8 +486,8 @@ func TestFaultStoreAdminWrites(t *testing.T) {
 // in a child process (this test binary again), so that whatever the store
 // does when the disk fills cannot take the test process down with it.
 const (
-	fullDiskSize  = "16m"
-	roomyDiskSize = "64m"
+	fullDiskSize  = "300m"
+	roomyDiskSize = "600m"
 	fillBody      = 256 << 10
 	// childEnv carries the child gateway's config; childTest is the test
 	// function that runs it.

@@ -46,6 +46,9 @@ const (
 	maxBatchBytes = 4 << 20
 	// syncQueue bounds how many committed batches may wait for a sync.
 	syncQueue = 64
+	// numMemtables is Badger's NumMemtables: the current memtable and
+	// those waiting to be flushed.
+	numMemtables = 3
 )
 
 // MaxInlineRecord is the largest record kept in the LSM tree itself. A
@@ -94,6 +97,7 @@ type DB struct {
 	purgeFrom [][]byte // per event prefix, where the next Purge resumes
 	dir       string
 	space     spaceReading // the writer's last free-space reading
+	reserve   int64        // free space kept beside each batch (space.go)
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
@@ -137,7 +141,7 @@ func Open(dir string, o Options) (*DB, error) {
 		WithLogger(badgerLogger{log}).
 		WithMemTableSize(memtable).
 		WithBlockCacheSize(cmp.Or(o.BlockCacheSize, 64<<20)).
-		WithNumMemtables(3).
+		WithNumMemtables(numMemtables).
 		WithNumCompactors(2).
 		// Badger refuses a threshold over 15% of a memtable.
 		WithValueThreshold(min(MaxInlineRecord, memtable*15/100))
@@ -147,6 +151,10 @@ func Open(dir string, o Options) (*DB, error) {
 	opts.TableSizeMultiplier = 1
 	if err := removeEmptyMemtableLogs(dir); err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
+	}
+	if free, ok := freeSpace(dir); ok && free < openNeed(memtable) {
+		return nil, fmt.Errorf("open badger at %s: %w: %d bytes free, %d needed to replay and flush its logs; make room and start again",
+			dir, ErrNoSpace, free, openNeed(memtable))
 	}
 	bdb, err := bdg.Open(opts)
 	if err != nil {
@@ -169,6 +177,7 @@ func Open(dir string, o Options) (*DB, error) {
 		recent:  newRecentKeys(),
 		durable: make(chan struct{}),
 		dir:     dir,
+		reserve: reserveFor(memtable),
 	}
 	syncDone := make(chan struct{})
 	go db.syncLoop(syncDone)
