@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -71,6 +72,8 @@ type Gateway struct {
 	bg      *background
 	// backlogs cancels deleted endpoints' deliveries (backlogs.go).
 	backlogs *backlogs
+	// client sends deliveries (the dispatcher's).
+	client *http.Client
 
 	publicLn, adminLn *trackingListener
 	serveErr          chan error
@@ -174,9 +177,10 @@ func (g *Gateway) init(ctx context.Context) error {
 		return fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
 	}
 	g.acc = &inbound.Accepter{Store: g.store, DedupeTTL: g.cfg.Dedupe.TTL.D()}
+	g.client = outbound.NewClient(g.cfg.Delivery.AllowPrivateTargets)
 	d, err := outbound.New(outbound.Config{
 		Store:          g.store,
-		Client:         outbound.NewClient(g.cfg.Delivery.AllowPrivateTargets),
+		Client:         g.client,
 		Version:        g.opts.Version,
 		DefaultTimeout: g.cfg.Delivery.Timeout.D(),
 		Logger:         g.log,
@@ -293,6 +297,7 @@ func (g *Gateway) Shutdown() error {
 		}
 		wg.Wait()
 		g.disp.Stop(grace)
+		g.client.CloseIdleConnections() // its keep-alive connections to receivers
 		g.bg.stop()
 		errs = append(errs, g.store.Close())
 		g.stopErr = errors.Join(errs...)
