@@ -161,7 +161,7 @@ func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
 	var st replayStep
-	return backoff.Retry(func() error {
+	err := backoff.Retry(func() error {
 		err := r.advance(ctx, job, &st)
 		switch {
 		case err == nil:
@@ -172,6 +172,18 @@ func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob
 		r.log.Warn("replay step failed; retrying", "replay", job.ID, "err", err)
 		return err
 	}, backoff.WithContext(b, ctx))
+	if err != nil && ctx.Err() != nil && (len(st.written) > 0 || st.recorded) {
+		// Stopped after the step stored deliveries (a step is several
+		// writes): finish it, its last writes and its progress, or the
+		// next start would list the batch again and enqueue those twice.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
+		defer cancel()
+		if ferr := r.advance(fctx, job, &st); ferr != nil {
+			r.log.Warn("replay stopped in the middle of a step; the next start enqueues its batch again",
+				"replay", job.ID, "err", ferr)
+		}
+	}
+	return err
 }
 
 // replayStep is how far a step got: its batch listed (and the deliveries
