@@ -2,10 +2,15 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"hookgate/storage"
 )
 
 // How long a DELETE /endpoints/{id} waits for its backlog to be cancelled
@@ -44,6 +49,36 @@ func (b *backlogs) findOrphans(ctx context.Context, known func(id string) bool) 
 			b.g.log.Warn("an endpoint deleted earlier still has live deliveries: cancelling them", "endpoint", id)
 			b.add(id)
 		}
+	}
+	return nil
+}
+
+// cancelReusedOrphans cancels, before config.yaml is applied, the live
+// deliveries of deleted endpoints whose ids config.yaml is about to create
+// again (a config endpoint removed, its backlog not yet cancelled when the
+// process stopped, then named again): the new endpoint must not get the
+// old one's deliveries. It blocks the start for as long as that takes;
+// other orphans are cancelled in the background (findOrphans).
+func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log *slog.Logger) error {
+	ids, err := s.QueuedEndpoints(ctx)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	eps, err := s.ListEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		exists := slices.ContainsFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == id })
+		named := slices.ContainsFunc(cfg.Endpoints, func(ec EndpointConfig) bool { return ec.ID == id })
+		if exists || !named {
+			continue
+		}
+		n, err := s.CancelEndpoint(ctx, id)
+		if err != nil {
+			return fmt.Errorf("cancel the deliveries of deleted endpoint %s before config.yaml creates it again: %w", id, err)
+		}
+		log.Info("cancelled the deliveries of a deleted endpoint before config.yaml creates it again", "endpoint", id, "cancelled", n)
 	}
 	return nil
 }

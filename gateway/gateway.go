@@ -160,6 +160,9 @@ func (g *Gateway) init(ctx context.Context) error {
 	if err := checkAdminExposure(g.cfg); err != nil {
 		return err
 	}
+	if err := cancelReusedOrphans(ctx, g.store, g.cfg, g.log); err != nil {
+		return err
+	}
 	if err := applyConfig(ctx, g.cfg, g.store, outbound.NewSecret, time.Now().UTC()); err != nil {
 		return fmt.Errorf("apply config: %w", err)
 	}
