@@ -257,7 +257,7 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool
 	end := d.cfg.Now()
 	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
 	d.complete(&ep, job, &res, dec)
-	l.record(dec.Verdict == VerdictSucceeded, probe, end)
+	l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
 	d.cfg.Metrics.Attempt(ep.ID, dec.Verdict, res.attempt.Latency)
 	if dec.Verdict == VerdictSucceeded && !job.Event.ReceivedAt.IsZero() {
 		d.cfg.Metrics.Delivered(ep.ID, end.Sub(job.Event.ReceivedAt))
@@ -276,9 +276,19 @@ func (l *endpointLoop) finished() {
 	l.poke()
 }
 
-// record feeds an attempt's outcome to the circuit and logs a change.
-func (l *endpointLoop) record(ok, probe bool, now time.Time) {
+// record feeds an attempt's outcome to the circuit and logs a change. An
+// attempt sent to an endpoint since moved to another URL (or replaced by a
+// new one with the same id) says nothing of the endpoint now: it only frees
+// the probe slot it held.
+func (l *endpointLoop) record(sent *storage.Endpoint, ok, probe bool, now time.Time) {
 	l.mu.Lock()
+	if !sameTarget(&l.ep, sent) {
+		if probe {
+			l.circuit.probing = false
+		}
+		l.mu.Unlock()
+		return
+	}
 	from, to := l.circuit.record(ok, probe, now)
 	cool := l.circuit.cool
 	l.mu.Unlock()

@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,6 +66,67 @@ func TestMovingAnEndpointClosesItsCircuit(t *testing.T) {
 		t.Fatalf("circuit %s after the endpoint moved to another URL", s)
 	}
 	d.Notify(ep.ID)
+	for _, dl := range ds {
+		waitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
+	}
+}
+
+// TestOldURLProbeDoesNotReopenCircuitOfMovedEndpoint: moving an endpoint
+// closes the circuit the old URL opened (loop.update). A half-open probe
+// in flight to the old URL at the move must not re-open it when its failure
+// comes back: the new URL never failed.
+func TestOldURLProbeDoesNotReopenCircuitOfMovedEndpoint(t *testing.T) {
+	db, _ := openDB(t)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	broken := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 4 { // the half-open probe: hangs until the endpoint has moved
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	fixed := newReceiver(t, nil)
+	ep := testEndpoint(t, db, "probe", broken.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
+	var ds []storage.Delivery
+	for range 4 {
+		ds = append(ds, accept(t, db, event{}, ep)...)
+	}
+	d := startDispatcher(t, db, Config{CircuitFailures: 3, CircuitCooldown: 300 * time.Millisecond, CircuitMaxCooldown: time.Hour}, ep)
+	d.Notify(ep.ID)
+	waitFor(t, wait, "the probe to the old URL in flight", func() bool { return broken.count() == 4 && broken.inFlight() == 1 })
+
+	ep.URL = fixed.URL
+	if err := db.PutEndpoint(context.Background(), &ep); err != nil {
+		t.Fatal(err)
+	}
+	d.UpsertEndpoint(ep)
+	if s := circuitOf(d, ep.ID); s != circuitClosed {
+		t.Fatalf("circuit %s right after the move", s)
+	}
+	unblock()
+	total := func() int {
+		n := 0
+		for _, dl := range ds {
+			n += len(attempts(t, db, dl.ID))
+		}
+		return n
+	}
+	waitFor(t, wait, "the old URL's probe outcome", func() bool { return total() >= 4 })
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if s := circuitOf(d, ep.ID); s != circuitClosed {
+			t.Fatalf("circuit %s after the endpoint moved to a URL that never failed: the old URL's probe re-opened it", s)
+		}
+		if fixed.count() > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling step
+	}
 	for _, dl := range ds {
 		waitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
 	}
