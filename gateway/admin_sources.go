@@ -44,7 +44,7 @@ func newSourceView(s *storage.Source) sourceView {
 			Encoding: s.Verify.Encoding, Prefix: s.Verify.Prefix,
 		},
 	}
-	if s.Verify.Tolerance > 0 {
+	if s.Verify.Tolerance > 0 && slices.Contains(timestampSchemes, s.Verify.Scheme) {
 		v.Verify.Tolerance = s.Verify.Tolerance.String()
 	}
 	return v
@@ -270,8 +270,13 @@ func (v *verifyBody) apply(out *storage.VerifyConfig) error {
 	if v.Secrets != nil {
 		out.Secrets = *v.Secrets
 	}
-	if v.Tolerance != nil && !slices.Contains(timestampSchemes, out.Scheme) {
+	switch {
+	case !slices.Contains(timestampSchemes, out.Scheme) && v.Tolerance != nil:
 		return unprocessable("verify.tolerance", "scheme "+out.Scheme+" signs no timestamp, so a tolerance would be ignored; remove it")
+	case !slices.Contains(timestampSchemes, out.Scheme):
+		out.Tolerance = 0 // a stale one of the scheme before
+	case out.Tolerance == 0:
+		out.Tolerance = DefaultVerifyTolerance.D()
 	}
 	return nil
 }

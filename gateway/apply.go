@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"hookgate/storage"
@@ -80,7 +81,7 @@ func sourceFromConfig(sc SourceConfig, now time.Time) storage.Source {
 	return storage.Source{
 		ID: sc.ID, Tenant: sc.Tenant, EventID: sc.EventID, EventType: sc.EventType, FromConfig: true,
 		Verify: storage.VerifyConfig{
-			Scheme: v.Scheme, Secrets: v.Secrets, Tolerance: v.Tolerance.D(),
+			Scheme: v.Scheme, Secrets: v.Secrets, Tolerance: tolerance(v),
 			Header: v.Header, Algorithm: v.Algorithm, Encoding: v.Encoding, Prefix: v.Prefix,
 		},
 		CreatedAt: now, UpdatedAt: now,
@@ -104,4 +105,12 @@ func retryPolicy(r RetryConfig) storage.RetryPolicy {
 		InitialInterval: r.InitialInterval.D(), Multiplier: r.Multiplier, MaxInterval: r.MaxInterval.D(),
 		Randomization: r.Randomization, MaxAttempts: r.MaxAttempts, MaxElapsed: r.MaxElapsed.D(),
 	}
+}
+
+// tolerance is v's tolerance where its scheme signs a timestamp, else 0.
+func tolerance(v *VerifyConfig) time.Duration {
+	if !slices.Contains(timestampSchemes, v.Scheme) {
+		return 0
+	}
+	return v.Tolerance.D()
 }
