@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,28 +310,6 @@ func Subscribes(ep *storage.Endpoint, source, typ string) bool {
 		}
 	}
 	return false
-}
-
-// MatchType reports whether an event type matches an endpoint's event_types
-// glob. The syntax is path.Match's ("*", "?", "[...]", "\\" escapes), but a
-// type is a flat name, not a path: "*" and "?" match "/" too, so "*" takes
-// Shopify's "orders/create" and "orders/*" every orders topic. A malformed
-// glob matches nothing (ValidTypeGlob refuses it first).
-func MatchType(glob, typ string) bool {
-	// path.Match treats only '/' as a separator: hidden as NUL on both
-	// sides, it is an ordinary character. (A type holding a NUL where the
-	// glob has a "/" matches too; no provider names types so.)
-	ok, _ := path.Match(strings.ReplaceAll(glob, "/", "\x00"), strings.ReplaceAll(typ, "/", "\x00"))
-	return ok
-}
-
-// ValidTypeGlob reports why glob cannot be an event_types filter, if it cannot.
-func ValidTypeGlob(glob string) error {
-	if glob == "" {
-		return errors.New("is empty")
-	}
-	_, err := path.Match(glob, "")
-	return err
 }
 
 // NewDeliveries builds one pending delivery of ev per endpoint, due now.

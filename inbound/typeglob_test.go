@@ -1,6 +1,8 @@
 package inbound
 
 import (
+	"path"
+	"strings"
 	"testing"
 
 	"hookgate/storage"
@@ -33,6 +35,16 @@ func TestMatchTypeTreatsSlashAsAnyCharacter(t *testing.T) {
 		{"[io]nvoice.*", "invoice.paid", true},
 		{"[^i]nvoice.*", "invoice.paid", false},
 		{"[", "[", false}, // malformed: matches nothing
+		// Classes are taken by their characters, "/" too.
+		{"a[+-/]b", "a.b", true},
+		{"a[+-/]b", "a/b", true},
+		{"a[.-0]b", "a/b", true},
+		{"a[/-9]b", "a!b", false},
+		{"a[^/]b", "a/b", false},
+		{`a[\]x]b`, "a]b", true},
+		{`a[\]x]b`, "a-b", false},
+		{"*a*a*a*a*a*a*b", strings.Repeat("a", 400), false},
+		{"é?", "éß", true},
 	}
 	for _, c := range cases {
 		if got := MatchType(c.glob, c.typ); got != c.want {
@@ -56,4 +68,28 @@ func TestValidTypeGlob(t *testing.T) {
 			t.Errorf("ValidTypeGlob(%q) = nil, want an error", g)
 		}
 	}
+}
+
+// FuzzMatchType: on types and globs without "/", where MatchType and
+// path.Match mean the same, they agree; and no glob or type panics.
+func FuzzMatchType(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"*", "invoice.paid"}, {"invoice.*", "invoice.paid"}, {"[a-c]?x", "bzx"}, {"[^a]*", "abc"},
+		{`\*x`, "*x"}, {"a[+-/]b", "a.b"}, {"*a*b*c", "aXbYc"}, {"[", "["}, {"é[à-ü]", "éö"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, glob, typ string) {
+		got := MatchType(glob, typ)
+		if strings.Contains(glob, "/") || strings.Contains(typ, "/") {
+			return
+		}
+		want, err := path.Match(glob, typ)
+		if err != nil || glob == "" {
+			want = false
+		}
+		if got != want {
+			t.Fatalf("MatchType(%q, %q) = %v, path.Match says %v", glob, typ, got, want)
+		}
+	})
 }
