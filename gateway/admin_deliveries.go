@@ -164,9 +164,16 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	defer cancel()
 	now := a.now()
 	retried, err := a.g.store.Retry(ctx, d.ID, now)
-	if errors.Is(err, storage.ErrConflict) && d.State != storage.StateCancelled {
-		// Being delivered (or cancelled since it was read): its attempt's
-		// outcome comes first, then a retry can follow.
+	if errors.Is(err, storage.ErrConflict) {
+		// Claimed or cancelled since it was read: look again.
+		if cur, gerr := a.g.store.GetDelivery(ctx, d.ID); gerr == nil {
+			d = cur
+		}
+		if d.State == storage.StateCancelled {
+			return newAPIError(fiber.StatusConflict, "delivery-cancelled", "", "a cancelled delivery cannot be retried; replay its event instead")
+		}
+		// Being delivered: its attempt's outcome comes first, then a retry
+		// can follow.
 		e := newAPIError(fiber.StatusConflict, "delivery-in-flight", "", "the delivery is being delivered now; retry once its attempt has ended")
 		// By then the attempt's lease is over: its outcome is recorded, or,
 		// if that write failed, the delivery may be retried.
