@@ -193,6 +193,7 @@ func (a *adminAPI) deleteSource(c *fiber.Ctx) error {
 		return a.storeError(err, "source")
 	}
 	a.g.reloadRegistry()
+	a.g.metrics.forgetSource(src.ID)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 

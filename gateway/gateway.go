@@ -204,13 +204,13 @@ func (g *Gateway) init(ctx context.Context) error {
 		AppName:               "hookgate",
 		BodyLimit:             int(g.cfg.Server.MaxBody),
 		DisableStartupMessage: true,
-		ErrorHandler:          errorHandler,
+		ErrorHandler:          g.publicError,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		ReadBufferSize:        16 << 10,
 	})
-	g.public.Use(closeChunked, refuseEncodedBodies)
+	g.public.Use(closeChunked, g.countRefusedEncodings, refuseEncodedBodies)
 	g.public.Post("/ingest/:source", g.ingest)
 	g.admin = g.newAdminApp()
 	return nil

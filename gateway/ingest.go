@@ -79,6 +79,38 @@ func refuseEncodedBodies(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// publicError answers the errors Fiber raises before the ingest handler
+// runs; a body over server.max_body is an ingest outcome, too_large.
+func (g *Gateway) publicError(c *fiber.Ctx, err error) error {
+	if fe, ok := err.(*fiber.Error); ok && fe.Code == fiber.StatusRequestEntityTooLarge {
+		g.countRefused(c, "too_large")
+	}
+	return errorHandler(c, err)
+}
+
+// countRefusedEncodings counts the ingests refuseEncodedBodies refuses
+// (outcome encoded).
+func (g *Gateway) countRefusedEncodings(c *fiber.Ctx) error {
+	if enc := strings.TrimSpace(string(c.Request().Header.ContentEncoding())); enc != "" && !strings.EqualFold(enc, "identity") {
+		g.countRefused(c, "encoded")
+	}
+	return c.Next()
+}
+
+// countRefused counts an ingest refused before its handler ran, under its
+// source when that exists (a path of any other name is not a label: the
+// series would be the sender's to multiply).
+func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
+	id, ok := strings.CutPrefix(string(c.Request().URI().Path()), "/ingest/")
+	if !ok {
+		return
+	}
+	if g.reg.current().sources[id] == nil {
+		id = ""
+	}
+	g.metrics.ingest(id, outcome)
+}
+
 // closeChunked closes the connection after a chunked request. A request
 // that also carried a Content-Length is ambiguous (RFC 9112 section 6.1:
 // the server must close the connection), and telling it apart after

@@ -35,7 +35,7 @@ func newMetrics(store storage.Store) *metrics {
 		reg: prometheus.NewRegistry(),
 		ingestTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_ingest_requests_total",
-			Help: "Ingest requests by source and outcome (accepted, replayed, handshake, unauthorized, mismatch, store_error, ...).",
+			Help: "Ingest requests by source and outcome (accepted, replayed, handshake, unauthorized, mismatch, store_error, too_large, encoded, ...).",
 		}, []string{"source", "outcome"}),
 		attemptsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_delivery_attempts_total",
@@ -180,6 +180,18 @@ func (m *metrics) forgetEndpoint(id string) {
 	m.attemptsTotal.DeletePartialMatch(l)
 	m.attemptLatency.DeletePartialMatch(l)
 	m.deliveredTotal.DeletePartialMatch(l)
+}
+
+// forgetSource drops a deleted source's ingest series, for the same
+// reason as forgetEndpoint (source ids are global too).
+func (m *metrics) forgetSource(id string) {
+	m.ingestTotal.DeletePartialMatch(prometheus.Labels{"source": id})
+	m.ingestCounters.Range(func(k, _ any) bool {
+		if k.(ingestLabels).source == id {
+			m.ingestCounters.Delete(k)
+		}
+		return true
+	})
 }
 
 // InFlight tracks attempts in flight per endpoint.

@@ -256,11 +256,17 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool
 	}
 	end := d.cfg.Now()
 	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
-	d.complete(&ep, job, &res, dec)
+	recorded := d.complete(&ep, job, &res, dec)
 	l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
-	d.cfg.Metrics.Attempt(ep.ID, dec.Verdict, res.attempt.Latency)
-	if dec.Verdict == VerdictSucceeded && !job.Event.ReceivedAt.IsZero() {
-		d.cfg.Metrics.Delivered(ep.ID, end.Sub(job.Event.ReceivedAt))
+	// Only what the store kept is counted: an outcome dropped with its
+	// lease (the delivery was cancelled by an endpoint's delete, or
+	// retried) would count a delivery that did not end so, and bring back
+	// the series of a deleted endpoint.
+	if recorded {
+		d.cfg.Metrics.Attempt(ep.ID, dec.Verdict, res.attempt.Latency)
+		if dec.Verdict == VerdictSucceeded && !job.Event.ReceivedAt.IsZero() {
+			d.cfg.Metrics.Delivered(ep.ID, end.Sub(job.Event.ReceivedAt))
+		}
 	}
 	if dec.Verdict == VerdictDisable {
 		d.disable(l, &ep, dec.Reason)
@@ -328,8 +334,9 @@ func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now t
 	return true
 }
 
-// complete writes an attempt and the state it leads to in one store write.
-func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision) {
+// complete writes an attempt and the state it leads to in one store write,
+// and reports whether the store kept them.
+func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision) bool {
 	att := res.attempt
 	if dec.Reason != "" {
 		att.Error = joinError(att.Error, dec.Reason)
@@ -356,6 +363,7 @@ func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attem
 	default:
 		logAttempt(log, dec, att)
 	}
+	return err == nil
 }
 
 // logAttempt logs a recorded attempt: failures that end a delivery are
