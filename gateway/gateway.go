@@ -264,7 +264,7 @@ func (g *Gateway) Store() storage.Store { return g.store }
 // Errors reports a listener that stopped serving on its own.
 func (g *Gateway) Errors() <-chan error { return g.serveErr }
 
-// Shutdown stops in this order, each step bounded by the grace period:
+// Shutdown stops in this order, all of it bounded by one grace period:
 //  1. both listeners stop accepting, at once, and their requests in
 //     flight finish (an ingest is answered after its durable write, or
 //     not at all; the admin API takes events and replays too);
@@ -277,6 +277,7 @@ func (g *Gateway) Errors() <-chan error { return g.serveErr }
 func (g *Gateway) Shutdown() error {
 	g.stopOnce.Do(func() {
 		grace := g.opts.Grace
+		deadline := time.Now().Add(grace)
 		// Both listeners stop accepting at once (the admin API takes
 		// events and replays too), and finish their requests in flight;
 		// then the dispatcher finishes its attempts; then the store closes.
@@ -299,7 +300,9 @@ func (g *Gateway) Shutdown() error {
 			})
 		}
 		wg.Wait()
-		g.disp.Stop(grace)
+		// What is left of the grace period: attempts still running then
+		// are cancelled and their claims released.
+		g.disp.Stop(max(0, time.Until(deadline)))
 		g.client.CloseIdleConnections() // its keep-alive connections to receivers
 		g.bg.stop()
 		errs = append(errs, g.store.Close())
