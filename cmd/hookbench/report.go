@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -78,7 +79,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.5) - 1
+	i := int(math.Ceil(float64(len(s))*p/100)) - 1 // rank ceil(p/100 * n)
 	return s[max(0, min(i, len(s)-1))]
 }
 

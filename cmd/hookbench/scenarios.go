@@ -246,7 +246,8 @@ func duplicates(ctx context.Context, o options, bin string) (Result, error) {
 	fillDeliveries(&r, b, lr)
 	_, peak := b.proc.rssKiB()
 	r.PeakRSSMiB = float64(peak) / 1024
-	r.Notes = fmt.Sprintf("64 clients x 100 events: %d first answers, %d replays", lr.OK-lr.Replayed, lr.Replayed)
+	note := fmt.Sprintf("%d clients x 100 events: %d first answers, %d replays", o.clients, lr.OK-lr.Replayed, lr.Replayed)
+	r.Notes = strings.TrimPrefix(r.Notes+"; "+note, "; ") // after summarize's notes (answers by status)
 	return r, nil
 }
 
