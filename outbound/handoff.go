@@ -109,6 +109,6 @@ func (d *Dispatcher) Hand(jobs []storage.Job) {
 			}()
 			continue
 		}
-		go l.attempt(ep, job, false)
+		go l.attempt(ep, job, 0)
 	}
 }

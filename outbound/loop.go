@@ -34,6 +34,10 @@ type endpointLoop struct {
 	limiter  *rate.Limiter // nil when rate_limit is 0
 	inFlight int
 	circuit  circuit
+	// probe names the half-open probe in flight: moved on by each probe
+	// claimed and each reset, so that an attempt's outcome frees the probe
+	// slot only if it was that probe (not one of an endpoint since moved).
+	probe uint64
 }
 
 func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
@@ -60,6 +64,7 @@ func (l *endpointLoop) update(ep storage.Endpoint) {
 	// circuit were the old endpoint's, not this one's.
 	if (l.ep.Disabled && !ep.Disabled) || l.ep.URL != ep.URL {
 		l.circuit.reset()
+		l.probe++
 	}
 	if l.limiter == nil || ep.RateLimit != l.ep.RateLimit {
 		l.limiter = newLimiter(ep.RateLimit)
@@ -195,8 +200,9 @@ func maxInFlight(ep *storage.Endpoint) int {
 
 // claimed settles a plan whose claim took n deliveries: the slots and
 // rate tokens it did not use go back, and n of them count for the
-// half-open probe. It reports whether they are the circuit's probe.
-func (l *endpointLoop) claimed(p plan, n int, now time.Time) (probe bool) {
+// half-open probe. It returns the probe's name if they are the circuit's
+// probe, else 0.
+func (l *endpointLoop) claimed(p plan, n int, now time.Time) (probe uint64) {
 	unused := p.n - n
 	l.mu.Lock()
 	if unused > 0 {
@@ -208,8 +214,9 @@ func (l *endpointLoop) claimed(p plan, n int, now time.Time) (probe bool) {
 			}
 		}
 	}
-	if n > 0 {
-		probe = l.circuit.claimed(n)
+	if n > 0 && l.circuit.claimed(n) {
+		l.probe++
+		probe = l.probe
 	}
 	l.mu.Unlock()
 	if unused > 0 {
@@ -240,7 +247,7 @@ func (l *endpointLoop) idleWait(ctx context.Context, progressed bool) time.Durat
 
 // attempt sends one claimed delivery and records its outcome, or releases
 // the claim when a shutdown abandoned the attempt.
-func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe bool) {
+func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint64) {
 	defer l.d.jobs.Done()
 	defer l.finished()
 	d := l.d
@@ -285,17 +292,18 @@ func (l *endpointLoop) finished() {
 // record feeds an attempt's outcome to the circuit and logs a change. An
 // attempt sent to an endpoint since moved to another URL (or replaced by a
 // new one with the same id) says nothing of the endpoint now: it only frees
-// the probe slot it held.
-func (l *endpointLoop) record(sent *storage.Endpoint, ok, probe bool, now time.Time) {
+// the probe slot, if it still holds it.
+func (l *endpointLoop) record(sent *storage.Endpoint, ok bool, probe uint64, now time.Time) {
 	l.mu.Lock()
+	current := probe != 0 && probe == l.probe
 	if !sameTarget(&l.ep, sent) {
-		if probe {
+		if current {
 			l.circuit.probing = false
 		}
 		l.mu.Unlock()
 		return
 	}
-	from, to := l.circuit.record(ok, probe, now)
+	from, to := l.circuit.record(ok, current, now)
 	cool := l.circuit.cool
 	l.mu.Unlock()
 	switch {
@@ -309,12 +317,14 @@ func (l *endpointLoop) record(sent *storage.Endpoint, ok, probe bool, now time.T
 
 // unprobe frees the half-open circuit's probe slot after a probe that
 // ended without an outcome for the endpoint.
-func (l *endpointLoop) unprobe(probe bool) {
-	if !probe {
+func (l *endpointLoop) unprobe(probe uint64) {
+	if probe == 0 {
 		return
 	}
 	l.mu.Lock()
-	l.circuit.probing = false
+	if probe == l.probe {
+		l.circuit.probing = false
+	}
 	l.mu.Unlock()
 }
 

@@ -131,3 +131,68 @@ func TestOldURLProbeDoesNotReopenCircuitOfMovedEndpoint(t *testing.T) {
 		waitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
 	}
 }
+
+// TestStaleProbeDoesNotFreeTheNewProbeSlot: a half-open probe to an
+// endpoint's old URL is still out when the endpoint moves; the new URL
+// fails, its circuit opens and goes half-open, and its own probe goes out.
+// When the old URL's probe ends, it must not free the probe slot of the
+// new URL's probe: the loop would claim a second probe while the first is
+// still out.
+func TestStaleProbeDoesNotFreeTheNewProbeSlot(t *testing.T) {
+	db, _ := openDB(t)
+	releaseA, releaseB := make(chan struct{}), make(chan struct{})
+	var onceA, onceB sync.Once
+	unblockA := func() { onceA.Do(func() { close(releaseA) }) }
+	unblockB := func() { onceB.Do(func() { close(releaseB) }) }
+	hang := func(ch chan struct{}, r *http.Request) {
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+		}
+	}
+	oldURL := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 2 { // the half-open probe
+			hang(releaseA, r)
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	newURL := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusInternalServerError) // opens the circuit again
+			return
+		}
+		hang(releaseB, r)
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	ep := testEndpoint(t, db, "mover", oldURL.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
+	for range 10 {
+		accept(t, db, event{}, ep)
+	}
+	d := startDispatcher(t, db, Config{CircuitFailures: 1, CircuitCooldown: 100 * time.Millisecond, CircuitMaxCooldown: time.Hour}, ep)
+	t.Cleanup(unblockB)
+	t.Cleanup(unblockA)
+	d.Notify(ep.ID)
+	waitFor(t, wait, "the probe to the old URL in flight", func() bool { return oldURL.count() == 2 && oldURL.inFlight() == 1 })
+
+	ep.URL, ep.MaxInFlight = newURL.URL, 4
+	if err := db.PutEndpoint(context.Background(), &ep); err != nil {
+		t.Fatal(err)
+	}
+	d.UpsertEndpoint(ep)
+	d.Notify(ep.ID)
+	// The new URL: one failure (circuit open), two hanging attempts
+	// claimed before it opened, then after the cool-down its probe (the
+	// 4th request) hangs.
+	waitFor(t, wait, "the new URL's half-open probe in flight", func() bool {
+		return newURL.count() == 4 && circuitOf(d, ep.ID) == circuitHalfOpen
+	})
+	unblockA() // the old URL's probe ends (500)
+	waitFor(t, wait, "the old URL's probe to end", func() bool { return oldURL.inFlight() == 0 })
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if n := newURL.count(); n > 4 {
+			t.Fatalf("a second half-open probe (request %d) went to the new URL while its first probe is still in flight: the old URL's probe freed the new one's slot", n)
+		}
+		time.Sleep(5 * time.Millisecond) // polling step
+	}
+}
