@@ -12,7 +12,7 @@ import (
 // PutEndpoint creates or replaces an endpoint.
 func (db *DB) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 	v := *ep
-	return db.update(ctx, 1024, func(txn *bdg.Txn) error {
+	return db.updateControl(ctx, 1024, func(txn *bdg.Txn) error {
 		return putRecord(txn, endpointKey(v.ID), &v)
 	})
 }
@@ -21,7 +21,7 @@ func (db *DB) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 // of the single writer, so no other write of it can come in between.
 func (db *DB) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (storage.Endpoint, error) {
 	var out storage.Endpoint
-	err := db.update(ctx, 2048, func(txn *bdg.Txn) error {
+	err := db.updateControl(ctx, 2048, func(txn *bdg.Txn) error {
 		var ep storage.Endpoint
 		if err := getRecord(txn, endpointKey(id), &ep); err != nil {
 			return err
@@ -60,7 +60,7 @@ func (db *DB) ListEndpoints(ctx context.Context) ([]storage.Endpoint, error) {
 // DeleteEndpoint removes an endpoint. Its live deliveries are cancelled by
 // the caller with CancelEndpoint.
 func (db *DB) DeleteEndpoint(ctx context.Context, id string) error {
-	return db.update(ctx, 64, func(txn *bdg.Txn) error {
+	return db.updateControl(ctx, 64, func(txn *bdg.Txn) error {
 		return deleteExisting(txn, endpointKey(id))
 	})
 }
@@ -68,7 +68,7 @@ func (db *DB) DeleteEndpoint(ctx context.Context, id string) error {
 // PutSource creates or replaces a source.
 func (db *DB) PutSource(ctx context.Context, src *storage.Source) error {
 	v := *src
-	return db.update(ctx, 1024, func(txn *bdg.Txn) error {
+	return db.updateControl(ctx, 1024, func(txn *bdg.Txn) error {
 		return putRecord(txn, sourceKey(v.ID), &v)
 	})
 }
@@ -94,7 +94,7 @@ func (db *DB) ListSources(ctx context.Context) ([]storage.Source, error) {
 
 // DeleteSource removes a source.
 func (db *DB) DeleteSource(ctx context.Context, id string) error {
-	return db.update(ctx, 64, func(txn *bdg.Txn) error {
+	return db.updateControl(ctx, 64, func(txn *bdg.Txn) error {
 		return deleteExisting(txn, sourceKey(id))
 	})
 }

@@ -97,7 +97,7 @@ type DB struct {
 	purgeFrom [][]byte // per event prefix, where the next Purge resumes
 	dir       string
 	space     spaceReading // the writer's last free-space reading
-	reserve   int64        // free space kept beside each batch (space.go)
+	memtable  int64        // Badger's MemTableSize (space.go)
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
@@ -124,8 +124,12 @@ type DB struct {
 type op struct {
 	fn   func(txn *bdg.Txn) error
 	size int // estimated bytes written
-	err  error
-	done chan struct{}
+	// control marks a small write that keeps the gateway manageable (the
+	// catalog, releases, cancels, purges): it goes on below the reserve
+	// of data writes, down to what Badger needs to open (space.go).
+	control bool
+	err     error
+	done    chan struct{}
 }
 
 // Open opens (or creates) the store in dir.
@@ -152,7 +156,8 @@ func Open(dir string, o Options) (*DB, error) {
 	if err := removeEmptyMemtableLogs(dir); err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	if free, ok := freeSpace(dir); ok && free < openNeed(memtable) {
+	// Tables a crash left unfinished are deleted by Badger's open: free.
+	if free, ok := freeSpace(dir); ok && free+orphanTables(dir) < openNeed(memtable) {
 		return nil, fmt.Errorf("open badger at %s: %w: %d bytes free, %d needed to replay and flush its logs; make room and start again",
 			dir, ErrNoSpace, free, openNeed(memtable))
 	}
@@ -166,18 +171,18 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
 	db := &DB{
-		db:      bdb,
-		logs:    logs,
-		ops:     make(chan *op, maxBatchOps),
-		syncs:   make(chan []*op, syncQueue),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		log:     log,
-		floors:  newFloors(),
-		recent:  newRecentKeys(),
-		durable: make(chan struct{}),
-		dir:     dir,
-		reserve: reserveFor(memtable),
+		db:       bdb,
+		logs:     logs,
+		ops:      make(chan *op, maxBatchOps),
+		syncs:    make(chan []*op, syncQueue),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		log:      log,
+		floors:   newFloors(),
+		recent:   newRecentKeys(),
+		durable:  make(chan struct{}),
+		dir:      dir,
+		memtable: memtable,
 	}
 	syncDone := make(chan struct{})
 	go db.syncLoop(syncDone)
@@ -232,7 +237,16 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // update runs fn in the next batch and waits until that batch is durable.
 func (db *DB) update(ctx context.Context, size int, fn func(txn *bdg.Txn) error) error {
-	o := &op{fn: fn, size: size, done: make(chan struct{})}
+	return db.submit(ctx, &op{fn: fn, size: size, done: make(chan struct{})})
+}
+
+// updateControl is update for a control write (op.control).
+func (db *DB) updateControl(ctx context.Context, size int, fn func(txn *bdg.Txn) error) error {
+	return db.submit(ctx, &op{fn: fn, size: size, control: true, done: make(chan struct{})})
+}
+
+// submit queues o and waits until it is durable (or failed).
+func (db *DB) submit(ctx context.Context, o *op) error {
 	db.mu.RLock()
 	if db.isClosed {
 		db.mu.RUnlock()
@@ -306,12 +320,27 @@ func (db *DB) writeLoop() {
 // released at once with the error. A batch that turns out too big for one
 // transaction is split in halves.
 func (db *DB) commit(batch []*op) {
-	size := 0
+	size, control := 0, true
 	for _, o := range batch {
 		size += o.size
+		control = control && o.control
 	}
-	if err := db.checkSpace(size); err != nil {
-		release(batch, err)
+	if err := db.checkSpace(size, control); err != nil {
+		// Refused for space: the control writes in it may still go.
+		var ctl, data []*op
+		for _, o := range batch {
+			if o.control {
+				ctl = append(ctl, o)
+			} else {
+				data = append(data, o)
+			}
+		}
+		release(data, err)
+		if len(ctl) == 0 || len(data) == 0 {
+			release(ctl, err)
+			return
+		}
+		db.commit(ctl)
 		return
 	}
 	db.applying.Add(1)

@@ -245,7 +245,7 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 
 // Release returns claimed deliveries to pending without an attempt.
 func (db *DB) Release(ctx context.Context, ids []string, lease, due time.Time) error {
-	return db.update(ctx, 256*len(ids), func(txn *bdg.Txn) error {
+	return db.updateControl(ctx, 256*len(ids), func(txn *bdg.Txn) error {
 		var moves []storage.Delivery
 		for _, id := range ids {
 			d, err := getDelivery(txn, id)
@@ -342,7 +342,7 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 	total := 0
 	for {
 		n := 0
-		err := db.update(ctx, 256*512, func(txn *bdg.Txn) error {
+		err := db.updateControl(ctx, 256*512, func(txn *bdg.Txn) error {
 			n = 0
 			due, _, err := scanDue(txn, endpoint, 0, time.Unix(0, 1<<62), 512)
 			if err != nil {

@@ -70,7 +70,7 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 	}
 	var next [][]byte
 	stopped := false
-	err = db.update(ctx, 2048*limit, func(txn *bdg.Txn) error {
+	err = db.updateControl(ctx, 2048*limit, func(txn *bdg.Txn) error {
 		// May run more than once: everything it sets starts afresh.
 		n = 0
 		next = make([][]byte, len(eventPrefixes))

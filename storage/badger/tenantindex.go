@@ -47,7 +47,7 @@ func (db *DB) startTenantIndex(ctx context.Context) error {
 		return err
 	}
 	if !built && empty {
-		err := db.update(ctx, 64, func(txn *bdg.Txn) error {
+		err := db.updateControl(ctx, 64, func(txn *bdg.Txn) error {
 			if err := check(txn); err != nil || built || !empty {
 				return err
 			}
