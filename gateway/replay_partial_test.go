@@ -29,9 +29,15 @@ func (f *failNthEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) err
 // (replayWriteMax 2000), 95 events in the first. The endpoints are
 // rate-limited to one attempt, to keep the test quiet.
 func partialFanout(t *testing.T) (*gw, *failNthEnqueue, []string) {
-	rcv := newReceiver(t)
 	fs := &failNthEnqueue{}
-	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { fs.Store = s; return fs }})
+	g, eps := fanout(t, func(s storage.Store) storage.Store { fs.Store = s; return fs })
+	return g, fs, eps
+}
+
+// fanout is partialFanout's gateway with its store wrapped by wrap.
+func fanout(t *testing.T, wrap func(storage.Store) storage.Store) (*gw, []string) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{wrapStore: wrap})
 	ingestN(t, g, "fan", replayBatch)
 	var eps []string
 	for i := range 21 {
@@ -40,17 +46,13 @@ func partialFanout(t *testing.T) (*gw, *failNthEnqueue, []string) {
 			"id": id, "tenant": "acme", "url": rcv.url(id), "rate_limit": 0.001}))
 		eps = append(eps, id)
 	}
-	return g, fs, eps
+	return g, eps
 }
 
-// Found in review: a step whose second write failed was run again from
-// the start, and the first write's 1995 deliveries, stored, were enqueued
-// a second time. A retry now writes only what is left.
-func TestReplayRetryWritesOnlyWhatIsLeft(t *testing.T) {
-	g, fs, eps := partialFanout(t)
-	fs.failAt.Store(fs.calls.Load() + 2) // the step's second write
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
-	job = waitReplay(t, g, acmeToken, job.ID)
+// wantReplayedOnce checks that job completed having enqueued each of the
+// fan-out's 100 events once to each of its 21 endpoints.
+func wantReplayedOnce(t *testing.T, g *gw, job replayView, eps []string) {
+	t.Helper()
 	total := 0
 	for _, ep := range eps {
 		ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Endpoint: ep, Limit: 1000})
@@ -63,6 +65,16 @@ func TestReplayRetryWritesOnlyWhatIsLeft(t *testing.T) {
 		t.Fatalf("job %s matched=%d enqueued=%d; %d deliveries stored, want 2100 (100 events x 21 endpoints, replayed once)",
 			job.State, job.Matched, job.Enqueued, total)
 	}
+}
+
+// Found in review: a step whose second write failed was run again from
+// the start, and the first write's 1995 deliveries, stored, were enqueued
+// a second time. A retry now writes only what is left.
+func TestReplayRetryWritesOnlyWhatIsLeft(t *testing.T) {
+	g, fs, eps := partialFanout(t)
+	fs.failAt.Store(fs.calls.Load() + 2) // the step's second write
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	wantReplayedOnce(t, g, waitReplay(t, g, acmeToken, job.ID), eps)
 }
 
 // Found in review: with a status filter the retry saw the first write's

@@ -12,23 +12,31 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// fullDiskEnv names the store directory of fullDiskChild, the child
+// fullDiskEnv names the store directory of TestFullDiskChild, the child
 // process of the full-disk tests: whatever Badger does when the disk
 // fills (a SIGBUS in a memory-mapped write) cannot take the test process
-// down with it.
+// down with it. fullDiskEnv+"_MODE" says what the child does.
 const fullDiskEnv = "HOOKGATE_FULLDISK_DIR"
 
-// TestFullDiskChild is not a test: it is the store process of
-// TestFullDiskRefusesWritesAndReopens. It fills the store in the
-// directory named by fullDiskEnv with 256 KiB events, with the engine's
-// default options (32 MiB memtables), until a write is refused, then closes
-// it; or, with fullDiskEnv_OPEN_ONLY set, only opens and closes it.
+// TestFullDiskChild is not a test: it is the store process of the
+// full-disk tests. It opens the store in the directory named by
+// fullDiskEnv with the engine's default options (32 MiB memtables), then
+// by mode:
+//   - fill: writes 256 KiB events one after the other until one is refused;
+//   - load: eight writers of 192 KiB events, who keep trying for 8 s after
+//     the first refusal (clients retry a 503);
+//   - soak: a small write a second for 10 s;
+//   - anything else: nothing;
+//
+// and closes it.
 func TestFullDiskChild(t *testing.T) {
 	dir := os.Getenv(fullDiskEnv)
 	if dir == "" {
@@ -40,24 +48,63 @@ func TestFullDiskChild(t *testing.T) {
 		return
 	}
 	fmt.Println("OPENED")
-	if os.Getenv(fullDiskEnv+"_OPEN_ONLY") == "" {
-		pad := make([]byte, 192<<10)
-		now := time.Now().UTC()
-		for i := range 1000 {
-			_, _ = rand.Read(pad)
-			body := fmt.Sprintf(`{"id":"fill-%d","pad":%q}`, i, base64.StdEncoding.EncodeToString(pad))
-			req := acceptRequest(fmt.Sprintf("fill-%d", i), body, now.Add(time.Duration(i)*time.Millisecond), "ep")
-			req.BodyHash = sha256.Sum256([]byte(body))
-			if _, err := db.Accept(context.Background(), req); err != nil {
-				fmt.Printf("REFUSED after %d events: %v\n", i, err)
-				break
-			}
+	switch os.Getenv(fullDiskEnv + "_MODE") {
+	case "fill":
+		fillDisk(db, 1, 192<<10, false)
+	case "load":
+		fillDisk(db, 8, 144<<10, true)
+	case "soak":
+		for i := range 10 {
+			_, err := db.Accept(context.Background(), acceptRequest(fmt.Sprintf("after-%d", i), "{}", time.Now().UTC(), "ep"))
+			fmt.Printf("WRITE %d: %v\n", i, err)
+			time.Sleep(time.Second) // a soak window for Badger's compactors, not a synchronisation
 		}
 	}
 	if err := db.Close(); err != nil {
 		fmt.Printf("CLOSE ERROR: %v\n", err)
 	}
 	fmt.Println("CLOSED")
+}
+
+// fillDisk has writers write events with a random pad of padSize bytes
+// (base64: 4/3 of it on the wire) until a write is refused; with keepOn,
+// they go on trying for 8 s after the first refusal.
+func fillDisk(db *DB, writers, padSize int, keepOn bool) {
+	var n, refused atomic.Int64
+	var firstRefusal atomic.Pointer[time.Time]
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			pad := make([]byte, padSize)
+			for i := 0; ; i++ {
+				if p := firstRefusal.Load(); p != nil && (!keepOn || time.Since(*p) > 8*time.Second) {
+					return
+				}
+				_, _ = rand.Read(pad)
+				id := fmt.Sprintf("fill-%d-%d", w, i)
+				body := fmt.Sprintf(`{"id":%q,"pad":%q}`, id, base64.StdEncoding.EncodeToString(pad))
+				req := acceptRequest(id, body, time.Now().UTC(), "ep")
+				req.BodyHash = sha256.Sum256([]byte(body))
+				_, err := db.Accept(context.Background(), req)
+				switch {
+				case err == nil:
+					n.Add(1)
+				case !errors.Is(err, ErrNoSpace):
+					fmt.Printf("ERROR: %v\n", err)
+					return
+				default:
+					refused.Add(1)
+					now := time.Now()
+					if firstRefusal.CompareAndSwap(nil, &now) {
+						fmt.Printf("REFUSED after %d events: %v\n", n.Load(), err)
+					}
+					time.Sleep(20 * time.Millisecond) // a client's retry pace
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("ACCEPTED %d REFUSED %d\n", n.Load(), refused.Load())
 }
 
 // mountTmpfs mounts a tmpfs of size on a fresh directory, unmounted at the
@@ -79,17 +126,17 @@ func mountTmpfs(t *testing.T, size string) string {
 	return dir
 }
 
-// runFullDiskChild runs TestFullDiskChild on dir and returns its output.
-func runFullDiskChild(t *testing.T, dir string, openOnly bool) (string, error) {
+// runFullDiskChild runs TestFullDiskChild on dir in mode and returns its
+// output (of a crash, the stack of the goroutine that crashed).
+func runFullDiskChild(t *testing.T, dir, mode string) (string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFullDiskChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fullDiskEnv+"="+dir)
-	if openOnly {
-		cmd.Env = append(cmd.Env, fullDiskEnv+"_OPEN_ONLY=1")
-	}
+	cmd.Env = append(os.Environ(), fullDiskEnv+"="+dir, fullDiskEnv+"_MODE="+mode)
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if i := strings.Index(text, "goroutine "); i > 0 {
-		text = text[:i] // a crash's stacks: the first lines say enough
+		if j := strings.Index(text[i:], "created by"); j > 0 {
+			text = text[:i+j]
+		}
 	}
 	return text, err
 }
@@ -102,14 +149,14 @@ func runFullDiskChild(t *testing.T, dir string, openOnly bool) (string, error) {
 // process, and every restart on that disk again.
 func TestFullDiskRefusesWritesAndReopens(t *testing.T) {
 	dir := mountTmpfs(t, "320m") // room for a memtable's flush beyond the reserve
-	out, err := runFullDiskChild(t, dir, false)
+	out, err := runFullDiskChild(t, dir, "fill")
 	if err != nil || !strings.Contains(out, "REFUSED") || !strings.Contains(out, ErrNoSpace.Error()) || !strings.Contains(out, "CLOSED") {
 		t.Fatalf("filling a 320 MiB disk: the store process ended with %v; want writes refused with ErrNoSpace and a clean close\n%s", err, out)
 	}
 	if strings.Contains(out, "REFUSED after 0 events") {
 		t.Fatalf("nothing was written: the disk was full from the start\n%s", out)
 	}
-	out, err = runFullDiskChild(t, dir, true)
+	out, err = runFullDiskChild(t, dir, "open")
 	if err != nil || !strings.Contains(out, "OPENED") || !strings.Contains(out, "CLOSED") {
 		t.Fatalf("reopening on the full disk: %v\n%s", err, out)
 	}
