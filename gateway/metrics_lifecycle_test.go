@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -54,38 +52,17 @@ func TestMetricsForgetDeletedSources(t *testing.T) {
 // which the delete cancelled (its outcome is dropped: lease lost), is
 // counted as succeeded.
 func TestMetricsStayForgottenAfterAnAttemptInFlightAtDelete(t *testing.T) {
-	hit := make(chan struct{}, 1)
-	release := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case hit <- struct{}{}:
-		default:
-		}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		w.WriteHeader(200)
-	}))
-	defer slow.Close()
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	defer unblock()
-
+	slow := newHeldReceiver(t)
 	g := startGateway(t, gwOptions{})
 	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": slow.URL + "/gone"}))
 	if st, _, b := g.post("open", []byte(`{"id":"d1","type":"a"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
-	select {
-	case <-hit:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the delivery never reached the receiver")
-	}
+	slow.waitHit(t)
 	if st, _, b := g.api("DELETE", "/endpoints/gone", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
 	}
-	unblock() // the attempt in flight ends: 200
+	slow.release() // the attempt in flight ends: 200
 	// Wait until the attempt is over (its slot is free again).
 	waitFor(t, 10*time.Second, "the attempt to end", func() bool {
 		return strings.Contains(scrapeMetrics(t, g), `hookgate_delivery_in_flight{endpoint="gone"} 0`)

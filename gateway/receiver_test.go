@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 // receiver is a real HTTP subscriber that records what it gets.
@@ -56,4 +57,43 @@ func (r *receiver) all() []recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]recorded(nil), r.reqs...)
+}
+
+// heldReceiver is a subscriber that holds every request until released
+// (or the request ends): an attempt in flight for as long as a test needs.
+type heldReceiver struct {
+	URL     string
+	hit     chan struct{} // gets a value when a request arrives
+	release func()        // lets every held request answer 200; idempotent
+}
+
+func newHeldReceiver(t *testing.T) *heldReceiver {
+	h := &heldReceiver{hit: make(chan struct{}, 1)}
+	released := make(chan struct{})
+	var once sync.Once
+	h.release = func() { once.Do(func() { close(released) }) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case h.hit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-released:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.release) // first: a failed test must not leave a request held
+	h.URL = srv.URL
+	return h
+}
+
+// waitHit waits until the receiver holds a request.
+func (h *heldReceiver) waitHit(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.hit:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery never reached the receiver")
+	}
 }

@@ -3,8 +3,6 @@ package gateway
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -18,20 +16,7 @@ import (
 // docker stop's default 10 s (and a -t sized after the README), so the
 // process is SIGKILLed instead of exiting 0.
 func TestShutdownIsBoundedByOneGracePeriod(t *testing.T) {
-	hit := make(chan struct{}, 1)
-	release := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case hit <- struct{}{}:
-		default:
-		}
-		select { // a receiver slower than the grace period
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer slow.Close()
-	defer close(release)
+	slow := newHeldReceiver(t) // slower than the grace period
 
 	const grace = 1 * time.Second
 	g := startGateway(t, gwOptions{grace: grace,
@@ -39,11 +24,7 @@ func TestShutdownIsBoundedByOneGracePeriod(t *testing.T) {
 	if st, _, b := g.post("open", []byte(`{"id":"g1","type":"a"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
-	select {
-	case <-hit:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the delivery never reached the receiver")
-	}
+	slow.waitHit(t)
 	// A client stalled halfway through a request.
 	c, err := net.Dial("tcp", g.PublicAddr())
 	if err != nil {
