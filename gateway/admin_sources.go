@@ -189,10 +189,18 @@ func (a *adminAPI) deleteSource(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.DeleteSource(ctx, src.ID); err != nil {
-		return a.storeError(err, "source")
+	// Exclusive until the registry no longer has it: ingests of it that
+	// were in flight have counted, so forgetting its series is final.
+	err = a.g.reg.exclusive(func() error {
+		if err := a.g.store.DeleteSource(ctx, src.ID); err != nil {
+			return a.storeError(err, "source")
+		}
+		a.g.reloadRegistry()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	a.g.reloadRegistry()
 	a.g.metrics.forgetSource(src.ID)
 	return c.SendStatus(fiber.StatusNoContent)
 }

@@ -91,7 +91,7 @@ func (g *Gateway) publicError(c *fiber.Ctx, err error) error {
 // countRefusedEncodings counts the ingests refuseEncodedBodies refuses
 // (outcome encoded).
 func (g *Gateway) countRefusedEncodings(c *fiber.Ctx) error {
-	if enc := strings.TrimSpace(string(c.Request().Header.ContentEncoding())); enc != "" && !strings.EqualFold(enc, "identity") {
+	if enc := strings.TrimSpace(string(c.Request().Header.ContentEncoding())); enc != "" && !strings.EqualFold(enc, "identity") && c.Method() == fiber.MethodPost {
 		g.countRefused(c, "encoded")
 	}
 	return c.Next()
