@@ -78,7 +78,11 @@ func serve(args []string, b Build, stderr io.Writer) int {
 	if fl.NArg() > 0 {
 		return unexpectedArgs(stderr, "serve", fl.Args())
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	level, bad := logLevel()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if bad != "" {
+		log.Warn("HOOKGATE_LOG_LEVEL is not debug, info, warn or error: logging at info", "value", bad)
+	}
 	cfg, err := loadServeConfig(*path, isFlagSet(fl, "config"), b.DefaultConfig, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -150,10 +154,13 @@ func isFlagSet(fl *flag.FlagSet, name string) bool {
 	return set
 }
 
-func logLevel() slog.Level {
+// logLevel is HOOKGATE_LOG_LEVEL's level (info when unset), and the
+// value when it names none.
+func logLevel() (slog.Level, string) {
+	v := os.Getenv("HOOKGATE_LOG_LEVEL")
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(os.Getenv("HOOKGATE_LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		return slog.LevelInfo, v
 	}
-	return l
+	return l, ""
 }
