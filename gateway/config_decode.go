@@ -173,12 +173,18 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, key string, line int)
 
 // pairs calls fn for each key-value pair of mapping n whose key is a plain
 // scalar not seen before in n; other keys are errors. child is the key's
-// full name.
+// full name. YAML merge keys ("<<: *defaults", or a list of such) add the
+// pairs of the mappings they name, where n does not set the key itself.
 func (d *decoder) pairs(n *yaml.Node, key string, fn func(name, child string, k, val *yaml.Node)) {
 	seen := map[string]int{}
+	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
+		switch {
+		case k.Kind == yaml.ScalarNode && k.Tag == "!!merge":
+			merges = append(merges, val)
+			continue
+		case k.Kind != yaml.ScalarNode:
 			d.errorf(k.Line, key, "mapping keys must be plain strings")
 			continue
 		}
@@ -188,6 +194,44 @@ func (d *decoder) pairs(n *yaml.Node, key string, fn func(name, child string, k,
 		}
 		seen[k.Value] = k.Line
 		fn(k.Value, joinKey(key, k.Value), k, val)
+	}
+	for _, m := range merges {
+		d.merge(m, key, seen, fn)
+	}
+}
+
+// merge adds the pairs of the mapping (or list of mappings) a merge key
+// names whose keys are not in seen yet: the first mapping to set a key
+// wins, as YAML's merge keys say.
+func (d *decoder) merge(m *yaml.Node, key string, seen map[string]int, fn func(name, child string, k, val *yaml.Node)) {
+	if m.Kind == yaml.AliasNode && m.Alias != nil {
+		// Counted like any value through an alias: merges of merges of an
+		// alias would be work a small file multiplies.
+		if d.aliasVisits++; d.aliasVisits > maxAliasVisits {
+			if d.aliasVisits == maxAliasVisits+1 {
+				d.errorf(m.Line, "", "too many alias expansions: write the values out instead")
+			}
+			return
+		}
+		d.inAlias++
+		defer func() { d.inAlias-- }()
+		m = m.Alias
+	}
+	switch m.Kind {
+	case yaml.SequenceNode:
+		for _, e := range m.Content {
+			d.merge(e, key, seen, fn)
+		}
+	case yaml.MappingNode:
+		d.pairs(m, key, func(name, child string, k, val *yaml.Node) {
+			if _, set := seen[name]; set {
+				return
+			}
+			seen[name] = k.Line
+			fn(name, child, k, val)
+		})
+	default:
+		d.errorf(m.Line, key, "a merge key (<<) takes a mapping or a list of mappings, got %s", kindName(m))
 	}
 }
 

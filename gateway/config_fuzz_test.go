@@ -23,6 +23,7 @@ func FuzzParseConfig(f *testing.F) {
 		source("    verify: {scheme: hmac, secrets: [\"${SECRET}\"], header: X-Sig, algorithm: sha1}\n"),
 		base + "x: &a [*a]\n", base + "server: {listen: \"${PORT:-8080\"}\n", base + "retention: ${R:-1h}\n",
 		withSources("endpoints:\n  - &e {id: e, url: \"http://h/\"}\n  - *e\n"),
+		withSources("endpoints:\n  - &e {id: e, url: \"http://h/\", headers: &h {X-A: b}}\n  - <<: [*e, {timeout: 1s}]\n    id: f\n    headers: {<<: *h, X-B: c}\n"),
 	} {
 		f.Add([]byte(seed))
 	}

@@ -578,6 +578,38 @@ func TestConfigRules(t *testing.T) {
 	}
 }
 
+// TestConfigMergeKeys: YAML merge keys share settings between entries;
+// the entry's own keys win, and the first merged mapping to set a key wins.
+func TestConfigMergeKeys(t *testing.T) {
+	cfg := mustParse(t, withSources(`endpoints:
+  - &ep
+    id: e1
+    url: https://a.example.com/
+    timeout: 5s
+    headers: &hdr {X-Team: billing, X-Env: dev}
+  - <<: *ep
+    id: e2
+    url: https://b.example.com/
+    headers:
+      <<: *hdr
+      X-Env: prod
+  - <<: [{timeout: 7s}, *ep]
+    id: e3
+`), nil)
+	e2, e3 := cfg.Endpoints[1], cfg.Endpoints[2]
+	if e2.URL != "https://b.example.com/" || e2.Timeout.D() != 5*time.Second ||
+		e2.Headers["X-Team"] != "billing" || e2.Headers["X-Env"] != "prod" {
+		t.Errorf("merged endpoint %+v", e2)
+	}
+	if e3.URL != "https://a.example.com/" || e3.Timeout.D() != 7*time.Second {
+		t.Errorf("endpoint merging a list: %+v", e3)
+	}
+	_, err := parse(t, withSources("endpoints:\n  - <<: 5\n    id: e1\n    url: https://a.example.com/\n"), nil)
+	wantError(t, err, "endpoints[0]", 10, "a merge key (<<) takes a mapping or a list of mappings")
+	_, err = parse(t, withSources("endpoints:\n  - &ep {id: e1, url: \"https://a.example.com/\"}\n  - <<: *ep\n    id: e2\n    urll: x\n"), nil)
+	wantError(t, err, "endpoints[1].urll", 13, "unknown key")
+}
+
 // TestConfigAliasBomb: aliases let a small file describe a huge tree; the
 // decoder's work is bounded and it says why it stopped.
 func TestConfigAliasBomb(t *testing.T) {
@@ -585,6 +617,24 @@ func TestConfigAliasBomb(t *testing.T) {
 	b.WriteString(withSources("endpoints:\n  - &e {id: e0, url: \"https://x.example/\", event_types: ["))
 	b.WriteString(strings.Repeat("a, ", 1100) + "a]}\n")
 	b.WriteString(strings.Repeat("  - *e\n", 1000))
+	start := time.Now()
+	_, err := parse(t, b.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), "too many alias expansions") {
+		t.Fatalf("error = %.300v..., want the work limit", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+// TestConfigMergeBomb: merge keys through aliases of aliases are bounded
+// like other alias expansions, though they decode no value of their own.
+func TestConfigMergeBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(withSources("endpoints:\n  - &l0 {id: e0, url: \"https://x.example/\"}\n"))
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&b, "  - &l%d {<<: [*l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d], id: e%[1]d}\n", i, i-1)
+	}
 	start := time.Now()
 	_, err := parse(t, b.String(), nil)
 	if err == nil || !strings.Contains(err.Error(), "too many alias expansions") {
