@@ -115,13 +115,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string, line int) {
 		defer func() { d.inAlias-- }()
 		n = n.Alias
 	}
-	if d.inAlias > 0 {
-		if d.aliasVisits++; d.aliasVisits > maxAliasVisits {
-			if d.aliasVisits == maxAliasVisits+1 {
-				d.errorf(line, "", "too many alias expansions: write the values out instead")
-			}
-			return
-		}
+	if d.inAlias > 0 && !d.visit(1, line) {
+		return
 	}
 	if isNull(n) {
 		return
@@ -177,12 +172,12 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, key string, line int)
 // pairs of the mappings they name, where n does not set the key itself.
 func (d *decoder) pairs(n *yaml.Node, key string, fn func(name, child string, k, val *yaml.Node)) {
 	seen := map[string]int{}
-	var merges []*yaml.Node
+	var merges []*yaml.Node // each a merge key's value, after its key
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		switch {
-		case k.Kind == yaml.ScalarNode && k.Tag == "!!merge":
-			merges = append(merges, val)
+		case k.Kind == yaml.ScalarNode && k.Tag == "!!merge" && k.Value == "<<":
+			merges = append(merges, k, val)
 			continue
 		case k.Kind != yaml.ScalarNode:
 			d.errorf(k.Line, key, "mapping keys must be plain strings")
@@ -195,24 +190,16 @@ func (d *decoder) pairs(n *yaml.Node, key string, fn func(name, child string, k,
 		seen[k.Value] = k.Line
 		fn(k.Value, joinKey(key, k.Value), k, val)
 	}
-	for _, m := range merges {
-		d.merge(m, key, seen, fn)
+	for i := 0; i+1 < len(merges); i += 2 {
+		d.merge(merges[i+1], key, merges[i].Line, seen, fn)
 	}
 }
 
 // merge adds the pairs of the mapping (or list of mappings) a merge key
-// names whose keys are not in seen yet: the first mapping to set a key
-// wins, as YAML's merge keys say.
-func (d *decoder) merge(m *yaml.Node, key string, seen map[string]int, fn func(name, child string, k, val *yaml.Node)) {
+// (at line) names whose keys are not in seen yet: the first mapping to set
+// a key wins, as YAML's merge keys say.
+func (d *decoder) merge(m *yaml.Node, key string, line int, seen map[string]int, fn func(name, child string, k, val *yaml.Node)) {
 	if m.Kind == yaml.AliasNode && m.Alias != nil {
-		// Counted like any value through an alias: merges of merges of an
-		// alias would be work a small file multiplies.
-		if d.aliasVisits++; d.aliasVisits > maxAliasVisits {
-			if d.aliasVisits == maxAliasVisits+1 {
-				d.errorf(m.Line, "", "too many alias expansions: write the values out instead")
-			}
-			return
-		}
 		d.inAlias++
 		defer func() { d.inAlias-- }()
 		m = m.Alias
@@ -220,9 +207,15 @@ func (d *decoder) merge(m *yaml.Node, key string, seen map[string]int, fn func(n
 	switch m.Kind {
 	case yaml.SequenceNode:
 		for _, e := range m.Content {
-			d.merge(e, key, seen, fn)
+			d.merge(e, key, line, seen, fn)
 		}
 	case yaml.MappingNode:
+		// Through an alias, every pair walked counts as a visit, whether
+		// it is taken or not: a mapping merged again and again (or into
+		// itself) is work a small file multiplies.
+		if d.inAlias > 0 && !d.visit(len(m.Content)/2, line) {
+			return
+		}
 		d.pairs(m, key, func(name, child string, k, val *yaml.Node) {
 			if _, set := seen[name]; set {
 				return
@@ -231,8 +224,22 @@ func (d *decoder) merge(m *yaml.Node, key string, seen map[string]int, fn func(n
 			fn(name, child, k, val)
 		})
 	default:
-		d.errorf(m.Line, key, "a merge key (<<) takes a mapping or a list of mappings, got %s", kindName(m))
+		d.errorf(line, key, "a merge key (<<) takes a mapping or a list of mappings, got %s", kindName(m))
 	}
+}
+
+// visit counts n values decoded or walked through aliases, and reports
+// whether that is still within maxAliasVisits (saying so once when not).
+func (d *decoder) visit(n, line int) bool {
+	before := d.aliasVisits
+	d.aliasVisits += n
+	if d.aliasVisits <= maxAliasVisits {
+		return true
+	}
+	if before <= maxAliasVisits {
+		d.errorf(line, "", "too many alias expansions: write the values out instead")
+	}
+	return false
 }
 
 // yamlNames returns the yaml tag of each field of struct type t, by index.
