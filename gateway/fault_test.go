@@ -12,13 +12,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"hookgate/internal/tmpfs"
 	"hookgate/storage"
 )
 
@@ -615,32 +615,6 @@ endpoints:
 `, opToken, dir, receiverURL)
 }
 
-// mountTmpfs mounts a tmpfs of size on a fresh directory, unmounted at
-// cleanup, or skips the test when that is not possible.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs root on Linux to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s); the full-disk test needs CAP_SYS_ADMIN", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-func remount(t *testing.T, dir, size string) {
-	t.Helper()
-	if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
-		t.Fatalf("remount %s: %v: %s", dir, err, out)
-	}
-}
-
 // accepted is an event the gateway answered 202 for.
 type accepted struct {
 	id   string
@@ -718,7 +692,7 @@ func checkAcked(t *testing.T, c *child, acks []accepted) {
 // the same store with room freed: every event answered 202 is there, with
 // its body, and new events are accepted and delivered.
 func TestFaultFullDiskNeverAcksUnpersisted(t *testing.T) {
-	dir := mountTmpfs(t, fullDiskSize)
+	dir := tmpfs.Mount(t, fullDiskSize)
 	rcv := newReceiver(t)
 	cfg := fullDiskConfig(dir, rcv.url("ep"))
 	c := startChild(t, cfg)
@@ -730,7 +704,7 @@ func TestFaultFullDiskNeverAcksUnpersisted(t *testing.T) {
 	t.Logf("%d events acknowledged before the disk was full; then %s; the process exited with %v",
 		len(acks), map[fillResult]string{fillRefused: "503", fillBroken: "no answer"}[how], c.err)
 
-	remount(t, dir, roomyDiskSize)
+	tmpfs.Resize(t, dir, roomyDiskSize)
 	c = startChild(t, cfg)
 	checkAcked(t, c, acks)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+c.public+"/ingest/open", strings.NewReader(`{"id":"after-room"}`))
@@ -751,7 +725,7 @@ func TestFaultFullDiskNeverAcksUnpersisted(t *testing.T) {
 // gateway answers 503 with Retry-After and /readyz says 503; when room is
 // made (the tmpfs grows) the same process recovers without a restart.
 func TestFaultFullDiskAnswers503AndRecovers(t *testing.T) {
-	dir := mountTmpfs(t, fullDiskSize)
+	dir := tmpfs.Mount(t, fullDiskSize)
 	rcv := newReceiver(t)
 	c := startChild(t, fullDiskConfig(dir, rcv.url("ep")))
 	acks, how := fill(t, c)
@@ -761,7 +735,7 @@ func TestFaultFullDiskAnswers503AndRecovers(t *testing.T) {
 	if st, _, b := c.adminGet(t, "/readyz"); st != 503 {
 		t.Fatalf("readyz on a full disk: %d %s", st, b)
 	}
-	remount(t, dir, roomyDiskSize)
+	tmpfs.Resize(t, dir, roomyDiskSize)
 	waitFor(t, 10*time.Second, "readyz to recover", func() bool { st, _, _ := c.adminGet(t, "/readyz"); return st == 200 })
 	req, _ := http.NewRequest(http.MethodPost, "http://"+c.public+"/ingest/open", strings.NewReader(`{"id":"after-room"}`))
 	if st, _, b := do(t, req); st != 202 {

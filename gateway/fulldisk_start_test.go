@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/tmpfs"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +23,7 @@ import (
 // back once room is made. Before, New's write of config.yaml to the store
 // was refused like an ingest, and the gateway did not start.
 func TestGatewayStartsOnADiskWithRoomToOpen(t *testing.T) {
-	mnt := mountTmpfs(t, "400m")
+	mnt := tmpfs.Mount(t, "400m")
 	dir := filepath.Join(mnt, "data")
 	g := startGateway(t, gwOptions{dir: dir})
 	if st, _, b := g.post("open", []byte(`{"id":"before","type":"x"}`), nil); st != 202 {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"hookgate/internal/tmpfs"
 )
 
 // TestFullDiskUnderConcurrentLoad: under eight concurrent writers level 0
@@ -18,7 +20,7 @@ func TestFullDiskUnderConcurrentLoad(t *testing.T) {
 		t.Skip("takes minutes; set HOOKGATE_LONG_TESTS=1")
 	}
 	const size = "3g"
-	dir := mountTmpfs(t, size)
+	dir := tmpfs.Mount(t, size)
 	out, err := runFullDiskChild(t, dir, "load")
 	if err != nil || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "CLOSED") {
 		again, _ := runFullDiskChild(t, dir, "soak")

@@ -10,12 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/internal/tmpfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -107,25 +108,6 @@ func fillDisk(db *DB, writers, padSize int, keepOn bool) {
 	fmt.Printf("ACCEPTED %d REFUSED %d\n", n.Load(), refused.Load())
 }
 
-// mountTmpfs mounts a tmpfs of size on a fresh directory, unmounted at the
-// end of the test.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs root on Linux to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s)", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
 // runFullDiskChild runs TestFullDiskChild on dir in mode and returns its
 // output (of a crash, the stack of the goroutine that crashed).
 func runFullDiskChild(t *testing.T, dir, mode string) (string, error) {
@@ -148,7 +130,7 @@ func runFullDiskChild(t *testing.T, dir, mode string) (string, error) {
 // 8 MiB, the flush of a 32 MiB memtable was a SIGBUS that killed the
 // process, and every restart on that disk again.
 func TestFullDiskRefusesWritesAndReopens(t *testing.T) {
-	dir := mountTmpfs(t, "320m") // room for a memtable's flush beyond the reserve
+	dir := tmpfs.Mount(t, "320m") // room for a memtable's flush beyond the reserve
 	out, err := runFullDiskChild(t, dir, "fill")
 	if err != nil || !strings.Contains(out, "REFUSED") || !strings.Contains(out, ErrNoSpace.Error()) || !strings.Contains(out, "CLOSED") {
 		t.Fatalf("filling a 320 MiB disk: the store process ended with %v; want writes refused with ErrNoSpace and a clean close\n%s", err, out)
@@ -165,7 +147,7 @@ func TestFullDiskRefusesWritesAndReopens(t *testing.T) {
 // TestOpenRefusesADiskTooFullToReplay: Open wants room for Badger to
 // replay and flush its logs, and says so, rather than crash in the flush.
 func TestOpenRefusesADiskTooFullToReplay(t *testing.T) {
-	dir := mountTmpfs(t, "64m")
+	dir := tmpfs.Mount(t, "64m")
 	_, err := Open(dir, Options{})
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "make room") {
 		t.Fatalf("Open on a 64 MiB disk: %v, want ErrNoSpace", err)
@@ -186,7 +168,7 @@ func TestOpenRefusesADiskTooFullToReplay(t *testing.T) {
 // files when it opens, so Open's free-space check counts them as free:
 // else the store could never open again without a hand cleaning up.
 func TestOpenCountsTablesACrashLeftUnfinished(t *testing.T) {
-	dir := mountTmpfs(t, "200m")
+	dir := tmpfs.Mount(t, "200m")
 	db, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)

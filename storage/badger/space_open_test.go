@@ -2,6 +2,8 @@ package badger
 
 import (
 	"testing"
+
+	"hookgate/internal/tmpfs"
 )
 
 // TestOpenNeedsOnlyOpenNeed: Open refuses a disk with less than openNeed
@@ -9,7 +11,7 @@ import (
 // own first write (the tenant index mark, a control write) included,
 // though that is less than the reserve of data writes.
 func TestOpenNeedsOnlyOpenNeed(t *testing.T) {
-	dir := mountTmpfs(t, "200m")
+	dir := tmpfs.Mount(t, "200m")
 	if free, _ := freeSpace(dir); free < openNeed(32<<20) {
 		t.Fatalf("setup: %d free", free)
 	}
