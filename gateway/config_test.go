@@ -617,14 +617,7 @@ func TestConfigAliasBomb(t *testing.T) {
 	b.WriteString(withSources("endpoints:\n  - &e {id: e0, url: \"https://x.example/\", event_types: ["))
 	b.WriteString(strings.Repeat("a, ", 1100) + "a]}\n")
 	b.WriteString(strings.Repeat("  - *e\n", 1000))
-	start := time.Now()
-	_, err := parse(t, b.String(), nil)
-	if err == nil || !strings.Contains(err.Error(), "too many alias expansions") {
-		t.Fatalf("error = %.300v..., want the work limit", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %v", d)
-	}
+	wantExpansionLimit(t, b.String())
 }
 
 // TestConfigMergeBomb: merge keys through aliases of aliases are bounded
@@ -635,8 +628,15 @@ func TestConfigMergeBomb(t *testing.T) {
 	for i := 1; i <= 12; i++ {
 		fmt.Fprintf(&b, "  - &l%d {<<: [*l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d, *l%[2]d], id: e%[1]d}\n", i, i-1)
 	}
+	wantExpansionLimit(t, b.String())
+}
+
+// wantExpansionLimit checks that parsing yaml stops at the work limit on
+// alias expansions, and says so.
+func wantExpansionLimit(t *testing.T, yaml string) {
+	t.Helper()
 	start := time.Now()
-	_, err := parse(t, b.String(), nil)
+	_, err := parse(t, yaml, nil)
 	if err == nil || !strings.Contains(err.Error(), "too many alias expansions") {
 		t.Fatalf("error = %.300v..., want the work limit", err)
 	}

@@ -46,8 +46,8 @@ func TestSourceSeriesStayForgottenAfterIngestInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the ingest did not reach the store")
 	}
-	// The delete runs on its own: a fix may make it wait for the ingest in
-	// flight (as an endpoint's delete does, registry.exclusive).
+	// The delete runs on its own: it waits for the ingest in flight (as an
+	// endpoint's delete does, registry.exclusive).
 	deleted := make(chan int, 1)
 	go func() {
 		st, _, _ := g.api("DELETE", "/sources/open", acmeToken, nil)
@@ -55,7 +55,7 @@ func TestSourceSeriesStayForgottenAfterIngestInFlight(t *testing.T) {
 	}()
 	var delSt int
 	select {
-	case delSt = <-deleted: // it did not wait (the bug)
+	case delSt = <-deleted: // it did not wait: the series comes back below
 		unblock()
 	case <-time.After(time.Second): // it waits for the ingest: let that end
 		unblock()
