@@ -35,22 +35,17 @@ func newBacklogs(g *Gateway) *backlogs {
 	return &backlogs{g: g, ids: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 }
 
-// findOrphans marks the endpoint ids that have live deliveries but no
-// endpoint: deleted by a process that died or failed before it had
-// cancelled them. It runs before the admin API serves, so that no endpoint
-// can take such an id first.
-func (b *backlogs) findOrphans(ctx context.Context, known func(id string) bool) error {
-	ids, err := b.g.store.QueuedEndpoints(ctx)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
+// findOrphans marks those of the queued endpoint ids (the ids with live
+// deliveries) that name no endpoint: deleted by a process that died or
+// failed before it had cancelled their deliveries. It runs before the
+// admin API serves, so that no endpoint can take such an id first.
+func (b *backlogs) findOrphans(queued []string, known func(id string) bool) {
+	for _, id := range queued {
 		if !known(id) {
 			b.g.log.Warn("an endpoint deleted earlier still has live deliveries: cancelling them", "endpoint", id)
 			b.add(id)
 		}
 	}
-	return nil
 }
 
 // cancelReusedOrphans cancels, before config.yaml is applied, the live
@@ -59,16 +54,15 @@ func (b *backlogs) findOrphans(ctx context.Context, known func(id string) bool) 
 // process stopped, then named again): the new endpoint must not get the
 // old one's deliveries. It blocks the start for as long as that takes;
 // other orphans are cancelled in the background (findOrphans).
-func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log *slog.Logger) error {
-	ids, err := s.QueuedEndpoints(ctx)
-	if err != nil || len(ids) == 0 {
-		return err
+func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log *slog.Logger, queued []string) error {
+	if len(queued) == 0 {
+		return nil
 	}
 	eps, err := s.ListEndpoints(ctx)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
+	for _, id := range queued {
 		exists := slices.ContainsFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == id })
 		named := slices.ContainsFunc(cfg.Endpoints, func(ec EndpointConfig) bool { return ec.ID == id })
 		if exists || !named {

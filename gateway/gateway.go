@@ -160,7 +160,14 @@ func (g *Gateway) init(ctx context.Context) error {
 	if err := checkAdminExposure(g.cfg); err != nil {
 		return err
 	}
-	if err := cancelReusedOrphans(ctx, g.store, g.cfg, g.log); err != nil {
+	// Endpoint ids with live deliveries: those of deleted endpoints are
+	// cancelled, before config.yaml may create the id again or after
+	// (backlogs.go). Applying the config moves no delivery: one scan serves.
+	queued, err := g.store.QueuedEndpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
+	}
+	if err := cancelReusedOrphans(ctx, g.store, g.cfg, g.log, queued); err != nil {
 		return err
 	}
 	if err := applyConfig(ctx, g.cfg, g.store, outbound.NewSecret, time.Now().UTC()); err != nil {
@@ -173,12 +180,9 @@ func (g *Gateway) init(ctx context.Context) error {
 		return err
 	}
 	g.backlogs = newBacklogs(g)
-	err = g.backlogs.findOrphans(ctx, func(id string) bool {
+	g.backlogs.findOrphans(queued, func(id string) bool {
 		return slices.ContainsFunc(snap.endpoints, func(ep storage.Endpoint) bool { return ep.ID == id })
 	})
-	if err != nil {
-		return fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
-	}
 	g.acc = &inbound.Accepter{Store: g.store, DedupeTTL: g.cfg.Dedupe.TTL.D()}
 	g.client = outbound.NewClient(g.cfg.Delivery.AllowPrivateTargets)
 	d, err := outbound.New(outbound.Config{
