@@ -110,17 +110,23 @@ func putRecordUntil(txn *bdg.Txn, k []byte, v any, until time.Time) error {
 	return txn.SetEntry(e)
 }
 
+// ttlMargin is how long Badger keeps a record with a TTL past its end.
+const ttlMargin = time.Hour
+
 // expiresAt is Badger's expiry for a record that must be readable until t
-// (0, never, for a zero t). Badger counts whole Unix seconds and drops a
-// record once its second has begun, so t is rounded up: Entry.WithTTL
-// rounds down, and dedupe records and admin answers vanished up to a
-// second before their window ended (a resend then became a second event).
-// A t already past gives a record that is expired at once, not one that
-// never expires.
+// (0, never, for a zero t). Whether a record still answers is decided on
+// its own Expires, against the clock of the request that asks
+// (checkDedupe, ClaimKey): Badger hides a record by the wall clock when
+// the writer reads it, which may be well after the request was received
+// (queued behind a batch and its sync), and a resend received inside its
+// window then became a second event. So Badger keeps it ttlMargin longer.
+// Badger counts whole Unix seconds and drops a record once its second has
+// begun, so t is rounded up.
 func expiresAt(t time.Time) uint64 {
 	if t.IsZero() {
 		return 0
 	}
+	t = t.Add(ttlMargin)
 	s := t.Unix()
 	if t.Nanosecond() > 0 {
 		s++
