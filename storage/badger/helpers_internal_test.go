@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	bdg "github.com/dgraph-io/badger/v4"
+
 	"hookgate/storage"
 )
 
@@ -68,5 +70,31 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(5 * time.Millisecond) // polling step
+	}
+}
+
+// dropTenantIndex makes db a store from before the tenant index of
+// deliveries: no index, no mark that it was built.
+func dropTenantIndex(t *testing.T, db *DB) {
+	t.Helper()
+	err := db.update(context.Background(), 1024, func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixTenantDelivery})
+		var keys [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		it.Close()
+		for _, k := range append(keys, keyTenantIndexBuilt) {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, db, prefixTenantDelivery); n != 0 {
+		t.Fatalf("%d index keys left", n)
 	}
 }

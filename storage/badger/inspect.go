@@ -100,6 +100,11 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 		if errors.Is(err, storage.ErrNotFound) {
 			return d, false, nil // an index key without its record: skipped
 		}
+		if errors.Is(err, errCodec) {
+			// One damaged record must not fail every page it is on.
+			db.log.Error("a listing skipped an unreadable delivery record", "delivery", id, "err", err)
+			return d, false, nil
+		}
 		match := (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Endpoint == "" || d.Endpoint == f.Endpoint) &&
 			(f.Event == "" || d.Event == f.Event) && (f.State == "" || d.State == f.State) &&
 			within(d.CreatedAt, f.Since, f.Until)

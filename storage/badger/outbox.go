@@ -31,6 +31,14 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 			switch {
 			case errors.Is(err, storage.ErrNotFound):
 				stale = append(stale, q.key)
+			case errors.Is(err, errCodec):
+				// Unreadable: as the oldest due entry it would fail
+				// every claim of the endpoint. It cannot be sent (its
+				// event and attempt count are unknown), so it leaves
+				// the outbox; the record stays for inspection until
+				// retention removes it.
+				db.log.Error("an unreadable delivery record left the outbox", "delivery", q.id, "endpoint", endpoint, "err", err)
+				stale = append(stale, q.key)
 			case err != nil:
 				return err
 			case d.State.Terminal() || dueNanos(dueAt(&d)) != dueNanos(q.due):
@@ -351,10 +359,10 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 			var moves []storage.Delivery
 			for _, q := range due {
 				d, err := getDelivery(txn, q.id)
-				if err != nil && !errors.Is(err, storage.ErrNotFound) {
+				if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, errCodec) {
 					return err
 				}
-				moves = append(moves, d)
+				moves = append(moves, d) // zero when absent or unreadable: only its entry goes
 			}
 			for i, q := range due {
 				if err := txn.Delete(q.key); err != nil {

@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -206,8 +207,17 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 	for i, k := range index {
 		id := string(k[len(p):])
 		d, err := getDelivery(txn, id)
-		if err != nil {
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
 			continue // an index entry without a record: only it goes
+		case errors.Is(err, errCodec):
+			// Unreadable: its record goes too. Its other index entries
+			// (by endpoint and tenant) cannot be named, and listings skip
+			// them; its outbox entry leaves at the next claim or cancel.
+			ds[i].ID = id
+			continue
+		case err != nil:
+			return nil, "", false, err
 		}
 		if !d.State.Terminal() && !d.RetryFrom.Before(cutoff) {
 			return nil, "", true, nil
@@ -230,6 +240,9 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 			if !d.State.Terminal() {
 				g = append(g, queueKey(d.Endpoint, dueAt(d), d.ID))
 			}
+		}
+		if !found[i] && ds[i].ID != "" {
+			g = append(g, deliveryKey(ds[i].ID))
 		}
 		groups[i] = append(g, k)
 	}

@@ -95,7 +95,16 @@ func (db *DB) buildTenantIndex() {
 					return nil
 				}
 				var d storage.Delivery
-				if err := it.Item().Value(func(b []byte) error { return decode(b, &d) }); err != nil {
+				err := it.Item().Value(func(b []byte) error { return decode(b, &d) })
+				if errors.Is(err, errCodec) {
+					// Unreadable: listings skip it anyway, and it must
+					// not stop the index of every other delivery.
+					db.log.Error("the tenant index skipped an unreadable delivery record", "key", string(k), "err", err)
+					n++
+					next = it.Item().KeyCopy(next[:0])
+					continue
+				}
+				if err != nil {
 					return err
 				}
 				if err := txn.Set(tenantDeliveryKey(d.Tenant, string(k[len(prefixDelivery):])), nil); err != nil {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	bdg "github.com/dgraph-io/badger/v4"
-
 	"hookgate/storage"
 )
 
@@ -40,27 +38,7 @@ func TestTenantIndexIsBuiltForOlderStores(t *testing.T) {
 			mine = append(mine, req.Deliveries[0].ID)
 		}
 	}
-	// Make it an older store: no index, no mark.
-	err = db.update(ctx, 1024, func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixTenantDelivery})
-		var keys [][]byte
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		it.Close()
-		for _, k := range append(keys, keyTenantIndexBuilt) {
-			if err := txn.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := countKeys(t, db, prefixTenantDelivery); n != 0 {
-		t.Fatalf("%d index keys left", n)
-	}
+	dropTenantIndex(t, db) // make it an older store
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

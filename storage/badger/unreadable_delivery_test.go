@@ -1,0 +1,139 @@
+package badger
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"hookgate/storage"
+)
+
+// damageDelivery overwrites a delivery record with bytes that do not
+// decode (the same class of damage as an unreadable event record).
+func damageDelivery(t *testing.T, db *DB, id string) {
+	t.Helper()
+	if err := db.update(context.Background(), 64, func(txn *bdg.Txn) error {
+		return txn.Set(deliveryKey(id), []byte{0xff, 0x00, 0x13})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One delivery record that cannot be decoded must not stall its
+// endpoint's outbox, nor fail the listings it is on. As the endpoint's
+// oldest due entry it failed every claim, and no other delivery to the
+// endpoint was ever sent again.
+func TestClaimSkipsAnUnreadableDeliveryRecord(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
+	good := acceptRequest("good", `{}`, now, "ep1")
+	for _, r := range []*storage.AcceptRequest{bad, good} {
+		if _, err := db.Accept(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damageDelivery(t, db, bad.Deliveries[0].ID)
+	for i := range 3 {
+		jobs, err := db.Claim(ctx, "ep1", now.Add(time.Duration(i)*2*time.Minute), 10, time.Minute)
+		if err != nil {
+			t.Fatalf("claim %d of ep1 fails because of one damaged delivery record: %v; "+
+				"the endpoint's other deliveries (%s) are never sent", i, err, good.Deliveries[0].ID)
+		}
+		if i == 0 && (len(jobs) != 1 || jobs[0].Delivery.ID != good.Deliveries[0].ID) {
+			t.Fatalf("jobs: %+v; want the good delivery", jobs)
+		}
+	}
+	for _, f := range []storage.DeliveryFilter{{Tenant: "acme"}, {Endpoint: "ep1"}, {}} {
+		ds, _, err := db.ListDeliveries(ctx, f)
+		if err != nil || len(ds) != 1 || ds[0].ID != good.Deliveries[0].ID {
+			t.Fatalf("listing %+v: %+v, %v; want the good delivery only", f, ds, err)
+		}
+	}
+}
+
+// Cancelling an endpoint's backlog goes past an unreadable record (the
+// background cancel of a deleted endpoint retried it for ever).
+func TestCancelEndpointGoesPastAnUnreadableDeliveryRecord(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
+	good := acceptRequest("good", `{}`, now, "ep1")
+	for _, r := range []*storage.AcceptRequest{bad, good} {
+		if _, err := db.Accept(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damageDelivery(t, db, bad.Deliveries[0].ID)
+	n, err := db.CancelEndpoint(ctx, "ep1")
+	if err != nil || n != 1 {
+		t.Fatalf("cancel: %d, %v; want the good delivery cancelled", n, err)
+	}
+	if q := countKeys(t, db, prefixQueue); q != 0 {
+		t.Fatalf("%d outbox entries left after the cancel", q)
+	}
+}
+
+// Retention removes a damaged delivery record with its event; its outbox
+// entry goes at the endpoint's next claim. Before, only the event's index
+// entry of it went, and the record and its outbox entry stayed for ever.
+func TestPurgeRemovesAnUnreadableDeliveryRecord(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	bad := acceptRequest("bad", `{}`, now.Add(-2*time.Hour), "ep1")
+	if _, err := db.Accept(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	damageDelivery(t, db, bad.Deliveries[0].ID)
+	n, err := db.Purge(ctx, now.Add(-time.Hour), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	if left := countKeys(t, db, prefixDelivery) + countKeys(t, db, prefixEventDelivery); left != 0 {
+		t.Fatalf("after its event was purged, %d keys of the damaged delivery are left", left)
+	}
+	if jobs, err := db.Claim(ctx, "ep1", now, 10, time.Minute); err != nil || len(jobs) != 0 {
+		t.Fatalf("claim after the purge: %+v, %v", jobs, err)
+	}
+	if q := countKeys(t, db, prefixQueue); q != 0 {
+		t.Fatalf("%d outbox entries left after a claim", q)
+	}
+}
+
+// The tenant index of deliveries is built past an unreadable record.
+func TestTenantIndexBuildGoesPastAnUnreadableDeliveryRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
+	good := acceptRequest("good", `{}`, now, "ep1")
+	for _, r := range []*storage.AcceptRequest{bad, good} {
+		if _, err := db.Accept(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damageDelivery(t, db, bad.Deliveries[0].ID)
+	dropTenantIndex(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	waitFor(t, 10*time.Second, "the tenant index to be built", db.tenantIndexReady.Load)
+	ds, _, err := db.ListDeliveries(ctx, storage.DeliveryFilter{Tenant: "acme"})
+	if err != nil || len(ds) != 1 || ds[0].ID != good.Deliveries[0].ID {
+		t.Fatalf("tenant listing: %+v, %v; want the good delivery", ds, err)
+	}
+}
