@@ -29,8 +29,8 @@ const (
 // (tenant, key): the first request is executed and its answer stored for
 // dedupe.ttl; the same request again gets that answer with
 // Idempotent-Replayed; another request with the key is 422; the same key
-// while the first still runs is 409 with Retry-After. A 5xx answer is not
-// stored, so a retry executes again; a process that dies mid-request
+// while the first still runs is 409 with Retry-After. A 5xx answer, or
+// any with Retry-After, is not stored, so a retry executes again; a process that dies mid-request
 // leaves a claim that expires after idemLease.
 func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	keys := c.Request().Header.PeekAll(headerIdempotencyKey)
@@ -72,7 +72,8 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 }
 
 // runClaimed executes a request whose key this process holds, then stores
-// its answer (or drops the claim after a 5xx, so that a retry runs again).
+// its answer (or drops the claim after a 5xx or a Retry-After, so that a
+// retry runs again).
 func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time) error {
 	if err := c.Next(); err != nil {
 		if werr := adminErrorHandler(c, err); werr != nil {
@@ -82,7 +83,10 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
 	defer cancel()
 	status := c.Response().StatusCode()
-	if status >= fiber.StatusInternalServerError {
+	// An answer that says "retry later" (a 5xx, or a 409 with Retry-After:
+	// the delivery is in flight, the endpoint id is being deleted) is not
+	// the request's outcome: stored, it would answer the retry it asks for.
+	if status >= fiber.StatusInternalServerError || len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) > 0 {
 		if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			a.g.log.Warn("admin api: drop idempotency claim", "err", err)
 		}

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,5 +225,51 @@ func TestAdminIdempotencyServerError(t *testing.T) {
 	var ep endpointView
 	if err := json.Unmarshal(b, &ep); err != nil || ep.ID != "flaky" {
 		t.Fatalf("created %s", b)
+	}
+}
+
+// POST /deliveries/{id}/retry while the delivery's attempt is in flight
+// answers 409 delivery-in-flight with Retry-After: "retry once its attempt
+// has ended". A client that sent an Idempotency-Key does that with the
+// same key, and the retry is executed (202). The 409 was stored as the
+// key's answer and replayed for dedupe.ttl (72h); Stripe stores no answer
+// for a request that conflicted with work in progress, for this reason.
+func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
+	release := make(chan struct{})
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, gwOptions{extra: "endpoints:\n  - {id: slow, tenant: acme, url: " + srv.URL + ", max_in_flight: 1}\n"})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	if st, _, b := g.post("open", []byte(`{"id":"e1","type":"t"}`), nil); st != 202 {
+		t.Fatalf("ingest: %d %s", st, b)
+	}
+	waitFor(t, 10*time.Second, "the first attempt in flight", func() bool { return n.Load() == 1 })
+	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
+
+	st, hdr, b := g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil, "Idempotency-Key", "retry-1")
+	p := wantProblem(t, "retry in flight", 409, "")(st, hdr, b)
+	if !strings.HasSuffix(p.Type, "delivery-in-flight") || hdr.Get("Retry-After") == "" {
+		t.Fatalf("problem %+v, Retry-After %q", p, hdr.Get("Retry-After"))
+	}
+	unblock()
+	waitFor(t, 10*time.Second, "the attempt to succeed", func() bool {
+		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
+	})
+	// The client retries as told, with its key.
+	st, hdr, b = g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil, "Idempotency-Key", "retry-1")
+	if st != 202 {
+		t.Fatalf("the retry the 409 asked for, with the same Idempotency-Key: %d (Idempotent-Replayed %q, Retry-After %q) %s; "+
+			"want 202: a 'retry later' conflict must not be stored as the key's answer",
+			st, hdr.Get(headerReplayed), hdr.Get("Retry-After"), b)
 	}
 }
