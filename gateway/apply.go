@@ -27,7 +27,7 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 	for _, sc := range cfg.Sources {
 		inConfig[sc.ID] = true
 		src := sourceFromConfig(sc, now)
-		if old, err := s.GetSource(ctx, sc.ID); err == nil {
+		if old, err := s.GetSource(ctx, sc.ID); err == nil && old.Tenant == sc.Tenant {
 			src.CreatedAt = old.CreatedAt
 		}
 		if err := s.PutSource(ctx, &src); err != nil {
@@ -49,12 +49,15 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 	for _, ec := range cfg.Endpoints {
 		inConfig[ec.ID] = true
 		ep := endpointFromConfig(ec, now)
-		if old, err := s.GetEndpoint(ctx, ec.ID); err == nil {
+		// What an endpoint learned at run time is kept only for the same
+		// tenant: one moved to another tenant in config.yaml is a new
+		// endpoint (its secret was readable by the old tenant).
+		if old, err := s.GetEndpoint(ctx, ec.ID); err == nil && old.Tenant == ec.Tenant {
 			ep.CreatedAt, ep.Disabled, ep.DisabledReason = old.CreatedAt, old.Disabled, old.DisabledReason
-			if ec.Secret == "" {
+			if ec.Secret == "" || (len(old.Secrets) > 0 && old.Secrets[0].Value == ec.Secret) {
+				// Generated, or rotated to the secret config.yaml now
+				// names: the old ones stay valid for their grace period.
 				ep.Secrets = old.Secrets
-			} else if len(old.Secrets) > 0 && old.Secrets[0].Value != ec.Secret {
-				ep.Secrets = []storage.Secret{{Value: ec.Secret}}
 			}
 		}
 		if len(ep.Secrets) == 0 {
@@ -70,6 +73,37 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 			// finds them with no endpoint (backlogs.findOrphans).
 			if err := s.DeleteEndpoint(ctx, old.ID); err != nil {
 				return fmt.Errorf("endpoint %s: %w", old.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// refuseTakeovers refuses a config.yaml whose source or endpoint ids are
+// another tenant's, created through the admin API: config.yaml would take
+// them over, and with them that tenant's deliveries or provider traffic.
+// (An id an earlier config.yaml gave another tenant is the operator's to
+// move.)
+func refuseTakeovers(ctx context.Context, cfg *Config, s storage.Store) error {
+	srcs, err := s.ListSources(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sc := range cfg.Sources {
+		for _, old := range srcs {
+			if old.ID == sc.ID && !old.FromConfig && old.Tenant != sc.Tenant {
+				return fmt.Errorf("config.yaml gives source %q to tenant %q, but that id is another tenant's source, created through the admin API: choose another id, or delete that source first", sc.ID, sc.Tenant)
+			}
+		}
+	}
+	eps, err := s.ListEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ec := range cfg.Endpoints {
+		for _, old := range eps {
+			if old.ID == ec.ID && !old.FromConfig && old.Tenant != ec.Tenant {
+				return fmt.Errorf("config.yaml gives endpoint %q to tenant %q, but that id is another tenant's endpoint, created through the admin API: choose another id, or delete that endpoint first", ec.ID, ec.Tenant)
 			}
 		}
 	}

@@ -51,8 +51,9 @@ func (b *backlogs) findOrphans(queued []string, known func(id string) bool) {
 // cancelReusedOrphans cancels, before config.yaml is applied, the live
 // deliveries of deleted endpoints whose ids config.yaml is about to create
 // again (a config endpoint removed, its backlog not yet cancelled when the
-// process stopped, then named again): the new endpoint must not get the
-// old one's deliveries. It blocks the start for as long as that takes;
+// process stopped, then named again), and of endpoints config.yaml moves
+// to another tenant: the new endpoint must not get the old one's
+// deliveries. It blocks the start for as long as that takes;
 // other orphans are cancelled in the background (findOrphans).
 func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log *slog.Logger, queued []string) error {
 	if len(queued) == 0 {
@@ -63,16 +64,19 @@ func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log 
 		return err
 	}
 	for _, id := range queued {
-		exists := slices.ContainsFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == id })
-		named := slices.ContainsFunc(cfg.Endpoints, func(ec EndpointConfig) bool { return ec.ID == id })
-		if exists || !named {
+		i := slices.IndexFunc(cfg.Endpoints, func(ec EndpointConfig) bool { return ec.ID == id })
+		if i < 0 {
+			continue
+		}
+		j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == id })
+		if j >= 0 && eps[j].Tenant == cfg.Endpoints[i].Tenant {
 			continue
 		}
 		n, err := s.CancelEndpoint(ctx, id)
 		if err != nil {
-			return fmt.Errorf("cancel the deliveries of deleted endpoint %s before config.yaml creates it again: %w", id, err)
+			return fmt.Errorf("cancel the deliveries of an earlier endpoint %s before config.yaml creates it anew: %w", id, err)
 		}
-		log.Info("cancelled the deliveries of a deleted endpoint before config.yaml creates it again", "endpoint", id, "cancelled", n)
+		log.Info("cancelled the deliveries of an earlier endpoint before config.yaml creates it anew", "endpoint", id, "cancelled", n)
 	}
 	return nil
 }

@@ -1,8 +1,13 @@
 package gateway
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 )
 
 // An endpoint's secret: in config.yaml is applied at every start, so it
@@ -31,4 +36,61 @@ func TestConfigSecretAndAPIRotation(t *testing.T) {
 	if s := must[endpointView](t, 200)(g.api("GET", "/endpoints/kept", acmeToken, nil)).Secret; s != rotated["kept"] {
 		t.Errorf("endpoint without secret: in config.yaml has %q after a restart, want the rotated %q", s, rotated["kept"])
 	}
+}
+
+// An operator rotates a config.yaml endpoint's secret through the API
+// (grace 24h), then writes the new secret into config.yaml so that the next
+// start does not undo the rotation (README), and restarts. The old secret
+// keeps signing for the rest of its grace period: receivers that have not
+// switched yet still verify. The start used to drop it.
+func TestRestartWithRotatedSecretInConfigKeepsTheGraceSecret(t *testing.T) {
+	const oldSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	const newSecret = "whsec_QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
+	rcv := newReceiver(t)
+	cfgWith := func(secret string) string {
+		return fmt.Sprintf(`endpoints:
+  - {id: rot, tenant: acme, url: %q, secret: %q, sources: [open]}
+`, rcv.url("rot"), secret)
+	}
+	g := startGateway(t, gwOptions{extra: cfgWith(oldSecret)})
+	ep := must[endpointView](t, 200)(g.api("POST", "/endpoints/rot/rotate-secret", acmeToken,
+		map[string]string{"secret": newSecret, "grace": "24h"}))
+	if ep.Secret != newSecret {
+		t.Fatalf("rotated secret %q", ep.Secret)
+	}
+
+	g = g.restart(gwOptions{extra: cfgWith(newSecret)})
+	st, _, body := g.post("open", []byte(`{"id":"e1","type":"t"}`), nil)
+	if st != 202 {
+		t.Fatalf("ingest: %d %s", st, body)
+	}
+	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() >= 1 })
+	r := rcv.all()[0]
+	if !signedWith(t, r, newSecret) {
+		t.Fatalf("the delivery does not verify with the new secret: %q", r.header.Get("webhook-signature"))
+	}
+	if !signedWith(t, r, oldSecret) {
+		t.Errorf("within the 24h rotation grace, after a restart whose config.yaml names the new secret, "+
+			"the delivery no longer verifies with the old secret (signatures %q): receivers not yet switched reject it",
+			r.header.Get("webhook-signature"))
+	}
+}
+
+// signedWith reports whether one of a delivery's signatures verifies with
+// secret, computed with crypto/hmac, independently of the gateway.
+func signedWith(t *testing.T, r recorded, secret string) bool {
+	t.Helper()
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%s.%s", r.header.Get("webhook-id"), r.header.Get("webhook-timestamp"), r.body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, sig := range strings.Fields(r.header.Get("webhook-signature")) {
+		if hmac.Equal([]byte(sig), []byte(want)) {
+			return true
+		}
+	}
+	return false
 }

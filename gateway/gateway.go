@@ -167,6 +167,9 @@ func (g *Gateway) init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
 	}
+	if err := refuseTakeovers(ctx, g.cfg, g.store); err != nil {
+		return err
+	}
 	if err := cancelReusedOrphans(ctx, g.store, g.cfg, g.log, queued); err != nil {
 		return err
 	}

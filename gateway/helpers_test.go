@@ -74,6 +74,17 @@ type gwOptions struct {
 // temp dir (or opts.dir, for restarts), stopped at the end of the test.
 func startGateway(t *testing.T, o gwOptions) *gw {
 	t.Helper()
+	h, err := tryStartGateway(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// tryStartGateway is startGateway for a start that may be refused: it
+// returns New's error.
+func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
+	t.Helper()
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
@@ -98,14 +109,14 @@ func startGateway(t *testing.T, o gwOptions) *gw {
 	}
 	g, err := New(context.Background(), cfg, opts)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := g.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h := &gw{Gateway: g, t: t, dir: o.dir, logs: logs}
 	t.Cleanup(func() { _ = g.Shutdown() })
-	return h
+	return h, nil
 }
 
 // restart stops the gateway and starts a new one on the same data.
