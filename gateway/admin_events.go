@@ -30,6 +30,9 @@ type eventView struct {
 	Body       *string         `json:"body,omitempty"`
 	BodyBase64 string          `json:"body_base64,omitempty"`
 	Deliveries *[]deliveryView `json:"deliveries,omitempty"`
+	// DeliveriesNextCursor, when the event has more deliveries than one
+	// page shows, continues them: GET /deliveries?event={id}&cursor=….
+	DeliveriesNextCursor string `json:"deliveries_next_cursor,omitempty"`
 }
 
 func newEventView(ev *storage.Event) eventView {
@@ -77,13 +80,13 @@ func (a *adminAPI) getEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ds, _, err := a.g.store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit})
+	ds, next, err := a.g.store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit})
 	if err != nil {
 		return a.storeError(err, "event")
 	}
 	v := newEventView(&ev)
 	views := deliveryViews(ds)
-	v.Deliveries = &views
+	v.Deliveries, v.DeliveriesNextCursor = &views, next
 	return c.JSON(v)
 }
 

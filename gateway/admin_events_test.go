@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/url"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/inbound"
+	"hookgate/storage"
 )
 
 // ingestN posts n events to source open, types alternating a/b, and
@@ -262,5 +266,47 @@ func TestAdminReplayEvent(t *testing.T) {
 	wantProblem(t, "unknown event", 404, "")(g.api("POST", "/events/evt_nope/replay", acmeToken, nil))
 	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("refused replays added deliveries: %d", n)
+	}
+}
+
+// GET /events/{id} shows the event with "its deliveries" (SPEC section
+// 5): a page of them, and when there are more (a tenant with over 1,000
+// endpoints, an event replayed many times) a cursor to the rest for GET
+// /deliveries?event=. The oldest, the original delivery among them, were
+// cut from the array with nothing saying so.
+func TestEventViewLeadsToEveryDelivery(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	st, _, b := g.post("open", []byte(`{"id":"many","type":"t"}`), nil)
+	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	ev, err := g.Store().GetEvent(context.Background(), evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,001 deliveries to an endpoint that does not exist: nobody sends
+	// them, they stay pending (the same as replays to a real endpoint).
+	eps := make([]storage.Endpoint, 1001)
+	for i := range eps {
+		eps[i] = storage.Endpoint{ID: "gone", Tenant: "acme"}
+	}
+	if err := g.Store().Enqueue(context.Background(), inbound.NewDeliveries(&ev, eps, time.Now().UTC())); err != nil {
+		t.Fatal(err)
+	}
+	v := must[eventView](t, 200)(g.api("GET", "/events/"+evt, acmeToken, nil))
+	seen := map[string]bool{}
+	for _, d := range *v.Deliveries {
+		seen[d.ID] = true
+	}
+	for cursor := v.DeliveriesNextCursor; cursor != ""; {
+		page := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt+"&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		for _, d := range page.Data {
+			if d.Event != evt || seen[d.ID] {
+				t.Fatalf("delivery %s (event %s) listed again or not the event's", d.ID, d.Event)
+			}
+			seen[d.ID] = true
+		}
+		cursor = page.NextCursor
+	}
+	if len(seen) != 1001 {
+		t.Fatalf("GET /events/{id} and its cursor lead to %d deliveries of the event's 1001", len(seen))
 	}
 }
