@@ -103,6 +103,7 @@ func TestAdminSourceValidation(t *testing.T) {
 		{"no secrets", jsonMap{"id": "s", "verify": jsonMap{"scheme": "stripe"}}, 422, "verify.secrets"},
 		{"empty secret", jsonMap{"id": "s", "verify": jsonMap{"scheme": "stripe", "secrets": []string{""}}}, 422, "verify.secrets[0]"},
 		{"bad whsec", jsonMap{"id": "s", "verify": jsonMap{"scheme": "standard-webhooks", "secrets": []string{"whsec_!!not-base64-s3cr3t"}}}, 422, "verify.secrets[0]"},
+		{"secret ending in a newline", jsonMap{"id": "s", "verify": jsonMap{"scheme": "github", "secrets": []string{"ok", "s3cr3t\n"}}}, 422, "verify.secrets[1]"},
 		{"none with secrets", jsonMap{"id": "s", "verify": jsonMap{"scheme": "none", "secrets": []string{"x-s3cr3t"}}}, 422, "verify.secrets"},
 		{"hmac without header", jsonMap{"id": "s", "verify": jsonMap{"scheme": "hmac", "secrets": []string{"k"}}}, 422, "verify.header"},
 		{"hmac algorithm", jsonMap{"id": "s", "verify": jsonMap{"scheme": "hmac", "secrets": []string{"k"}, "header": "X-S", "algorithm": "md5"}}, 422, "verify.algorithm"},

@@ -309,6 +309,33 @@ func TestConfigEnvErrors(t *testing.T) {
 	}
 }
 
+// A token or secret read from a file or a secret store often ends in a
+// newline. HTTP trims header values, so such a token could never be
+// presented, and such a secret made every request fail to verify, while
+// check-config said OK.
+func TestConfigValuesWithSurroundingWhitespace(t *testing.T) {
+	vars := map[string]string{"T": "operator-token-0123\n", "S": " s3cr3t", "W": testSecret + "\n"}
+	cases := []struct{ name, yaml, key string }{
+		{"token", "admin:\n  tokens:\n    - token: ${T}\n", "admin.tokens[0].token"},
+		{"github secret", source("    verify: {scheme: github, secrets: [\"${S}\"]}\n"), "sources[0].verify.secrets[0]"},
+		{"standard-webhooks secret", source("    verify: {scheme: standard-webhooks, secrets: [\"${W}\"]}\n"), "sources[0].verify.secrets[0]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse(t, c.yaml, vars)
+			errs := configErrors(t, err)
+			if len(errs) != 1 || errs[0].Key != c.key || !strings.Contains(errs[0].Msg, "whitespace") {
+				t.Fatalf("got %v; want one error at %s about whitespace", err, c.key)
+			}
+			for _, v := range vars {
+				if strings.Contains(err.Error(), strings.TrimSpace(v)) {
+					t.Fatalf("the error shows the value: %v", err)
+				}
+			}
+		})
+	}
+}
+
 func TestExpandEnv(t *testing.T) {
 	lookup := env(map[string]string{"A": "1", "E": ""})
 	cases := []struct {

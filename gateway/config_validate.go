@@ -159,6 +159,11 @@ func (d *decoder) tokens(tokens []TokenConfig) {
 			d.required(key, "token")
 			continue
 		}
+		if strings.TrimSpace(t.Token) != t.Token {
+			// HTTP trims header values: such a token could never match.
+			d.fail(key, "starts or ends with whitespace (a newline from a file or a secret store?), so no request could present it")
+			continue
+		}
 		if j, dup := first[t.Token]; dup {
 			d.fail(key, "duplicate token: same as admin.tokens[%d].token", j)
 			continue

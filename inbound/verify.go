@@ -262,6 +262,12 @@ func decodeSecrets(cfg VerifyConfig, c *verifyConfigCheck) [][]byte {
 			c.fail(field, "empty (an unset environment variable?)")
 			continue
 		}
+		if strings.TrimSpace(secret) != secret {
+			// No provider's secret does; a newline from a file or a
+			// secret store would make every request fail to verify.
+			c.fail(field, "starts or ends with whitespace (a newline from a file or a secret store?)")
+			continue
+		}
 		if cfg.Scheme != SchemeStandardWebhooks {
 			keys = append(keys, []byte(secret))
 			continue
