@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -44,13 +45,13 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		d.syntaxError(err)
+		d.syntaxError(data, err)
 		return nil, false
 	}
 	var extra yaml.Node
 	if err := decodeNode(dec, &extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			d.syntaxError(err)
+			d.syntaxError(data, err)
 		} else {
 			d.errorf(extra.Line, "", "only one YAML document is allowed; remove the second one (the --- line)")
 		}
@@ -79,13 +80,43 @@ func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 	return dec.Decode(n)
 }
 
-func (d *decoder) syntaxError(err error) {
+func (d *decoder) syntaxError(data []byte, err error) {
 	if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		d.errorf(line, "", "invalid YAML: %s", m[2])
 		return
 	}
-	d.errorf(0, "", "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	d.errorf(problemLine(data, msg), "", "invalid YAML: %s", msg)
+}
+
+// yamlUnknownAnchor is the parser's error for an alias to no anchor.
+var yamlUnknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// problemLine finds the line of a YAML error the parser gives without one:
+// the first alias to an unknown anchor, or else the first byte that is not
+// UTF-8 or a control character YAML does not allow. 0 if none is found.
+func problemLine(data []byte, msg string) int {
+	at := -1
+	if m := yamlUnknownAnchor.FindStringSubmatch(msg); m != nil {
+		re := regexp.MustCompile(`\*` + regexp.QuoteMeta(m[1]) + `([\s,\]}]|$)`)
+		if loc := re.FindIndex(data); loc != nil {
+			at = loc[0]
+		}
+	} else {
+		for i := 0; i < len(data); {
+			r, n := utf8.DecodeRune(data[i:])
+			if (r == utf8.RuneError && n == 1) || (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f {
+				at = i
+				break
+			}
+			i += n
+		}
+	}
+	if at < 0 {
+		return 0
+	}
+	return 1 + bytes.Count(data[:at], []byte("\n"))
 }
 
 func (d *decoder) errorf(line int, key, format string, args ...any) {

@@ -795,3 +795,28 @@ func TestLargeMaxBodyWarnsAboutTheValueLog(t *testing.T) {
 		}
 	}
 }
+
+// check-config "prints every error with its line" (SPEC section 1), also
+// those the YAML parser reports without one: a misspelt alias (`<<:
+// *defualts`), a stray control character, a byte that is not UTF-8.
+func TestYAMLErrorsHaveTheirLine(t *testing.T) {
+	const head = "admin:\n  tokens:\n    - token: operator-token\n"
+	for _, c := range []struct {
+		name string
+		yaml string
+		line int
+	}{
+		{"misspelt alias", head + "x-defaults: &defaults {tenant: acme}\nsources:\n  - <<: *defualts\n    id: s\n    verify: {scheme: none}\n", 6},
+		{"control character", head + "sources:\n  - id: \"s\x01\"\n    verify: {scheme: none}\n", 5},
+		{"invalid UTF-8", head + "sources:\n  - id: s\xff\n    verify: {scheme: none}\n", 5},
+	} {
+		_, err := ParseConfig([]byte(c.yaml), "test.yaml", nil)
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		if errs := configErrors(t, err); len(errs) != 1 || errs[0].Line != c.line {
+			t.Errorf("%s: %v; want one error at line %d", c.name, err, c.line)
+		}
+	}
+}
