@@ -676,3 +676,37 @@ func TestNewValidatesConfig(t *testing.T) {
 	d.Stop(0) // never started: returns at once
 	d.Stop(0)
 }
+
+// An endpoint with a large max_in_flight (any value of 1 or more is
+// accepted) and a backlog at least that large is claimed in parts. Each
+// pass claimed every free slot's worth in one store transaction, too big
+// for Badger (ErrTxnTooBig), every time, and nothing was delivered. The
+// store here has 8 MiB memtables so that 8,000 deliveries show what
+// ~17,000 do with the default 32 MiB.
+func TestLargeMaxInFlightWithABacklogStillDelivers(t *testing.T) {
+	const n = 8000
+	db, err := badger.Open(t.TempDir(), badger.Options{Logger: quiet, MemTableSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	rc := newReceiver(t, nil)
+	ep := testEndpoint(t, db, "bulk", rc.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = n })
+	first := accept(t, db, event{}, ep)[0]
+	now := time.Now().UTC()
+	for done := 1; done < n; {
+		k := min(n-done, 500)
+		ds := make([]storage.Delivery, k)
+		for i := range ds {
+			d := first
+			d.ID = storage.NewID("dlv_", now)
+			ds[i] = d
+		}
+		if err := db.Enqueue(context.Background(), ds); err != nil {
+			t.Fatal(err)
+		}
+		done += k
+	}
+	startDispatcher(t, db, Config{}, ep).Notify(ep.ID)
+	waitFor(t, 60*time.Second, "the whole backlog", func() bool { return rc.count() >= n })
+}

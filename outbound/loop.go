@@ -181,7 +181,7 @@ func (l *endpointLoop) plan(now time.Time) plan {
 		}
 		free = min(free, int(tokens))
 	}
-	p.n = free
+	p.n = min(free, storage.MaxClaim) // a full claim passes again at once
 	l.inFlight += p.n
 	if l.limiter != nil {
 		p.tokens = l.limiter.ReserveN(now, p.n)

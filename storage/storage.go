@@ -57,10 +57,16 @@ type Ingester interface {
 	Accept(ctx context.Context, req *AcceptRequest) (AcceptResult, error)
 }
 
+// MaxClaim is the most deliveries one Claim must be able to take: an
+// endpoint's max_in_flight may be larger, and is then claimed in parts.
+const MaxClaim = 1024
+
 // Outbox is the persistent delivery queue.
 type Outbox interface {
 	// Claim leases up to limit deliveries of one endpoint that are due at
 	// now (pending, or delivering with an expired lease), oldest due first.
+	// An engine takes up to MaxClaim in one call, and may cap a larger
+	// limit at that.
 	Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]Job, error)
 	// NextDue returns when the earliest delivery of the endpoint becomes due
 	// (a pending due time or a lease expiry), or an earlier time: it is a

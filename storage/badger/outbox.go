@@ -16,6 +16,9 @@ import (
 
 // Claim leases up to limit due deliveries of one endpoint.
 func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]storage.Job, error) {
+	// More would not fit in one transaction (Badger refuses ~17,000 with
+	// its default memtables).
+	limit = min(limit, storage.MaxClaim)
 	var claimed []storage.Delivery
 	until := now.Add(lease)
 	err := db.update(ctx, 256*limit, func(txn *bdg.Txn) error {
