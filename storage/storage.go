@@ -71,7 +71,9 @@ type Outbox interface {
 	// NextDue returns when the earliest delivery of the endpoint becomes due
 	// (a pending due time or a lease expiry), or an earlier time: it is a
 	// hint for when to claim next, and a claim at that time may find
-	// nothing. ok is false when the endpoint's outbox is empty.
+	// nothing. ok is false when the endpoint's outbox is empty; it may also
+	// be true then, with a time at which nothing is due (Badger reports
+	// the lease of a delivery that just finished).
 	NextDue(ctx context.Context, endpoint string) (due time.Time, ok bool, err error)
 	// Complete records one attempt and the delivery's new state in one write.
 	// It fails with ErrLeaseLost unless the delivery is still held under
