@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -101,4 +104,23 @@ func problemSlug(code int) string {
 		return "bad-request"
 	}
 	return "http-" + strconv.Itoa(code)
+}
+
+// recoverPanics answers a handler's panic with a 500 problem and logs it
+// with its stack. fasthttp does not recover them: one would end the
+// process, and every request in it. An ingest that panicked after its
+// write is answered from the store when the provider retries; an admin
+// POST's Idempotency-Key stays claimed until its lease ends, as after a
+// crash.
+func recoverPanics(log *slog.Logger) fiber.Handler {
+	return func(c *fiber.Ctx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("a request handler panicked", "method", c.Method(), "path", c.Path(),
+					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = fiber.ErrInternalServerError
+			}
+		}()
+		return c.Next()
+	}
 }
