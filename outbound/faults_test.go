@@ -640,3 +640,19 @@ func TestFaultsStoreClaimAndComplete(t *testing.T) {
 		t.Fatalf("receiver saw %+v, store recorded %+v; want the unrecorded attempt sent again as attempt 1, recorded once", saw, as)
 	}
 }
+
+// A receiver's answer with headers over maxResponseHeader is a failed
+// attempt, not a success read at the cost of its size in memory.
+func TestFaultsHugeResponseHeaders(t *testing.T) {
+	db, _ := openDB(t)
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("X-Padding", strings.Repeat("x", 2*maxResponseHeader))
+	})
+	ep := testEndpoint(t, db, "huge", rc.URL, func(ep *storage.Endpoint) { ep.Retry.MaxAttempts = 1 })
+	ds := acceptN(t, db, 1, ep)
+	startDispatcher(t, db, faultsConfig, ep).Notify()
+	waitFor(t, wait, "the delivery to settle", settled(t, db, ds))
+	if d := delivery(t, db, ds[0].ID); d.State != storage.StateFailed || !strings.Contains(d.LastError, "header") {
+		t.Fatalf("delivery answered with %d MiB of headers: %s (%q); want failed", 2*maxResponseHeader>>20, d.State, d.LastError)
+	}
+}

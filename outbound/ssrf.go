@@ -22,6 +22,9 @@ const (
 	maxIdleConnsPerHost = 1024
 	idleConnTimeout     = 90 * time.Second
 	tlsHandshakeTimeout = 10 * time.Second
+	// maxResponseHeader bounds a receiver's answer headers (Go's default
+	// is 10 MiB, held per attempt in flight).
+	maxResponseHeader = 1 << 20
 )
 
 // BlockedAddressError is the dial error for a destination address the
@@ -136,15 +139,16 @@ func NewClient(allowPrivate bool) *http.Client {
 		dialer.Control = guardDial
 	}
 	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          maxIdleConns,
-		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
-		IdleConnTimeout:       idleConnTimeout,
-		TLSHandshakeTimeout:   tlsHandshakeTimeout,
-		ExpectContinueTimeout: time.Second,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		Proxy:                  nil,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           maxIdleConns,
+		MaxIdleConnsPerHost:    maxIdleConnsPerHost,
+		IdleConnTimeout:        idleConnTimeout,
+		TLSHandshakeTimeout:    tlsHandshakeTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxResponseHeader,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	return &http.Client{
 		Transport: transport,
