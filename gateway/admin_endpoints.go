@@ -428,6 +428,9 @@ func (b *endpointBody) apply(ep *storage.Endpoint, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		if d > maxTimeout {
+			return unprocessable("timeout", "must be at most "+maxTimeout.String())
+		}
 		ep.Timeout = d
 	}
 	if b.MaxInFlight != nil {

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"hookgate/outbound"
@@ -46,23 +48,37 @@ func cmpOrTenant(p principal) string {
 	return p.tenant
 }
 
-// checkURL accepts absolute http(s) URLs with a host and no user info. The
-// URL is never quoted back: it may carry credentials.
+// checkURL accepts absolute http(s) URLs with a host, a port if any in
+// 1-65535, and no user info (config.yaml's rule too).
 func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case raw == "":
+	if raw == "" {
 		return unprocessable("url", "required")
-	case err != nil:
-		return unprocessable("url", "is not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return unprocessable("url", "must be an absolute http:// or https:// URL")
-	case u.Hostname() == "":
-		return unprocessable("url", "must have a host")
-	case u.User != nil:
-		return unprocessable("url", "must not contain user info; put credentials in headers")
+	}
+	if p := urlProblem(raw); p != "" {
+		return unprocessable("url", p)
 	}
 	return nil
+}
+
+// urlProblem says what is wrong with an endpoint URL, "" if nothing. It
+// never quotes the URL: it may carry credentials.
+func urlProblem(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "is not a valid URL"
+	}
+	port, perr := strconv.Atoi(cmp.Or(u.Port(), "1"))
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http:// or https:// URL"
+	case u.Hostname() == "":
+		return "must have a host"
+	case perr != nil || port < 1 || port > 65535:
+		return "has a port outside 1-65535"
+	case u.User != nil:
+		return "must not contain user info; put credentials in headers"
+	}
+	return ""
 }
 
 // blockedTarget reports why every delivery to raw would be refused at dial

@@ -81,7 +81,7 @@ type DedupeConfig struct {
 
 // DeliveryConfig holds the outbound settings endpoints inherit.
 type DeliveryConfig struct {
-	// Timeout bounds one attempt (default DefaultDeliveryTimeout).
+	// Timeout bounds one attempt (default DefaultDeliveryTimeout, at most 1h).
 	Timeout Duration `yaml:"timeout"`
 	// AllowPrivateTargets lets endpoints resolve to loopback, private,
 	// link-local or unspecified addresses; off by default against SSRF.
@@ -155,7 +155,8 @@ type EndpointConfig struct {
 	// Tenant owns the endpoint; it only receives its tenant's events
 	// (default DefaultTenant).
 	Tenant string `yaml:"tenant"`
-	// URL is the absolute http(s) URL deliveries are POSTed to.
+	// URL is the absolute http(s) URL deliveries are POSTed to (no user
+	// info; a port, if any, in 1-65535).
 	URL string `yaml:"url"`
 	// Secret is the Standard Webhooks signing secret (whsec_…); "" means
 	// one is generated.
@@ -168,7 +169,7 @@ type EndpointConfig struct {
 	EventTypes []string `yaml:"event_types"`
 	// Headers are static headers added to every delivery.
 	Headers map[string]string `yaml:"headers"`
-	// Timeout bounds one attempt; after loading it is never 0 (it inherits
+	// Timeout bounds one attempt (at most 1h); after loading it is never 0 (it inherits
 	// delivery.timeout).
 	Timeout Duration `yaml:"timeout"`
 	// MaxInFlight caps concurrent attempts to this endpoint (default

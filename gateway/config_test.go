@@ -518,6 +518,7 @@ func TestConfigRules(t *testing.T) {
 		{"dedupe ttl zero", base + "dedupe:\n  ttl: 0s\n", "dedupe.ttl", 4, "greater than 0"},
 		{"retention negative", base + "retention: -1h\n", "retention", 3, "greater than 0"},
 		{"delivery timeout zero", base + "delivery:\n  timeout: 0s\n", "delivery.timeout", 4, "greater than 0"},
+		{"delivery timeout over an hour", base + "delivery:\n  timeout: 2562047h\n", "delivery.timeout", 4, "at most 1h0m0s"},
 
 		// retry
 		{"multiplier below 1", base + "delivery:\n  retry:\n    multiplier: 0.5\n", "delivery.retry.multiplier", 5, "at least 1"},
@@ -573,6 +574,8 @@ func TestConfigRules(t *testing.T) {
 		{"url ftp", withEndpoint("ftp://example.com/x", ""), "endpoints[0].url", 12, "absolute http:// or https://"},
 		{"url without host", withEndpoint("\"https:///x\"", ""), "endpoints[0].url", 12, "must have a host"},
 		{"url with userinfo", withEndpoint("https://u:p@example.com/", ""), "endpoints[0].url", 12, "must not contain user info"},
+		{"url with port 0", withEndpoint("https://example.com:0/", ""), "endpoints[0].url", 12, "port outside 1-65535"},
+		{"url with port 99999", withEndpoint("https://example.com:99999/", ""), "endpoints[0].url", 12, "port outside 1-65535"},
 		{"secret not whsec", ep("    secret: abc\n"), "endpoints[0].secret", 13, "must be whsec_ followed by base64 of at least 24 bytes"},
 		{"secret too short", ep("    secret: whsec_MDEyMzQ1Njc4OWFiY2RlZg==\n"), "endpoints[0].secret", 13, "at least 24 bytes"},
 		{"unknown source", ep("    sources: [s1, nope]\n"), "endpoints[0].sources[1]", 13, `unknown source "nope"`},
@@ -591,6 +594,7 @@ func TestConfigRules(t *testing.T) {
 		{"header value line break", ep("    headers: {X-A: \"a\\r\\nX-B: b\"}\n"), "endpoints[0].headers.X-A", 13, "not allowed in a header"},
 		{"header value not a string", ep("    headers: {X-A: [a]}\n"), "endpoints[0].headers.X-A", 13, "expected a single value"},
 		{"endpoint timeout zero", ep("    timeout: 0s\n"), "endpoints[0].timeout", 13, "greater than 0"},
+		{"endpoint timeout over an hour", ep("    timeout: 61m\n"), "endpoints[0].timeout", 13, "at most 1h0m0s"},
 		{"max_in_flight zero", ep("    max_in_flight: 0\n"), "endpoints[0].max_in_flight", 13, "at least 1"},
 		{"rate_limit negative", ep("    rate_limit: -1\n"), "endpoints[0].rate_limit", 13, "0 (unlimited) or more"},
 		{"retry override multiplier", ep("    retry: {multiplier: 0.5}\n"), "endpoints[0].retry.multiplier", 13, "at least 1"},

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"hookgate/inbound"
 )
@@ -88,6 +88,17 @@ func (d *decoder) positive(key string, v Duration) {
 	}
 }
 
+// maxTimeout bounds a delivery attempt's timeout: an attempt holds its
+// lease (the timeout and a margin) and a max_in_flight slot that long.
+const maxTimeout = time.Hour
+
+func (d *decoder) timeout(key string, v Duration) {
+	d.positive(key, v)
+	if v.D() > maxTimeout {
+		d.fail(key, "must be at most %v", maxTimeout)
+	}
+}
+
 func (d *decoder) validate(c *Config) {
 	d.listen("server.listen", c.Server.Listen)
 	if c.Server.MaxBody <= 0 {
@@ -102,7 +113,7 @@ func (d *decoder) validate(c *Config) {
 	d.storage(c.Storage)
 	d.positive("dedupe.ttl", c.Dedupe.TTL)
 	d.positive("retention", c.Retention)
-	d.positive("delivery.timeout", c.Delivery.Timeout)
+	d.timeout("delivery.timeout", c.Delivery.Timeout)
 	d.retry(c.Delivery.Retry, "delivery.retry.", func(string) bool { return true })
 	byID := d.sources(c.Sources)
 	d.endpoints(c.Endpoints, byID)
@@ -425,17 +436,8 @@ func (d *decoder) url(key, raw string) {
 		d.required(key, "url")
 		return
 	}
-	// The URL is never quoted: it may carry credentials.
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		d.fail(key, "is not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		d.fail(key, "must be an absolute http:// or https:// URL")
-	case u.Hostname() == "":
-		d.fail(key, "must have a host")
-	case u.User != nil:
-		d.fail(key, "must not contain user info; put credentials in headers")
+	if p := urlProblem(raw); p != "" {
+		d.fail(key, "%s", p)
 	}
 }
 
@@ -525,7 +527,7 @@ func validHeaderValue(s string) bool {
 
 func (d *decoder) endpointLimits(e *EndpointConfig, key string) {
 	if d.set[key+".timeout"] {
-		d.positive(key+".timeout", e.Timeout)
+		d.timeout(key+".timeout", e.Timeout)
 	}
 	if e.MaxInFlight < 1 {
 		d.fail(key+".max_in_flight", "must be at least 1")
