@@ -46,7 +46,7 @@ const (
 // storeWrites are the store operations that write; a full disk fails
 // every one of them.
 var storeWrites = []string{
-	"Accept", "Claim", "Complete", "Release", "Enqueue", "Retry", "CancelEndpoint",
+	"Accept", "Claim", "Complete", "Release", "Enqueue", "EnqueueReplay", "Retry", "CancelEndpoint",
 	"PutEndpoint", "UpdateEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
 	"ClaimKey", "FinishKey", "AbandonKey", "PutReplay", "Purge", "Ping",
 }
@@ -128,6 +128,10 @@ func (f *faultyStore) Release(ctx context.Context, ids []string, lease, due time
 
 func (f *faultyStore) Enqueue(ctx context.Context, ds []storage.Delivery) error {
 	return f.run("Enqueue", func() error { return f.Store.Enqueue(ctx, ds) })
+}
+
+func (f *faultyStore) EnqueueReplay(ctx context.Context, job *storage.ReplayJob, ds []storage.Delivery) error {
+	return f.run("EnqueueReplay", func() error { return f.Store.EnqueueReplay(ctx, job, ds) })
 }
 
 func (f *faultyStore) Retry(ctx context.Context, id string, now time.Time) (d storage.Delivery, err error) {

@@ -15,12 +15,12 @@ import (
 )
 
 // replayBatch is how many events one step of a bulk replay reads: their
-// deliveries are enqueued in one write, then the job's progress (counts
-// and cursor) in another.
+// deliveries are enqueued with the job's progress (counts and cursor) in
+// the same write.
 const replayBatch = 100
 
-// replayWriteTimeout bounds a progress write, which is not cut short by a
-// shutdown: the deliveries it accounts for are already enqueued.
+// replayWriteTimeout bounds the write that records a failed job, which a
+// shutdown does not cut short.
 const replayWriteTimeout = 10 * time.Second
 
 // runnerState is where a replayRunner is in its life.
@@ -34,11 +34,9 @@ const (
 
 // replayRunner runs bulk replay jobs (POST /replays) in the background.
 // A job is data: its filters, counts and cursor are in the store, written
-// after every batch, so a job cut short by a shutdown or a crash resumes
-// from its cursor at the next start. A batch enqueued just before a crash,
-// whose progress write was lost, is enqueued again on resume: bulk replays
-// are at least once, like every delivery, and the copies carry the same
-// Idempotency-Key.
+// with the deliveries they account for, so a job cut short by a shutdown
+// or a crash resumes exactly where it stopped at the next start, and
+// enqueues each matching event's deliveries once.
 type replayRunner struct {
 	store  storage.Store
 	reg    *registry
@@ -78,8 +76,7 @@ func (r *replayRunner) Start(ctx context.Context) {
 }
 
 // Stop cancels the running jobs and waits until their goroutines are gone;
-// each has recorded the progress of its last finished batch. It is
-// idempotent.
+// each job's stored progress is that of its last write. It is idempotent.
 func (r *replayRunner) Stop() {
 	r.mu.Lock()
 	r.state = runnerStopped
@@ -152,17 +149,28 @@ var replayRetryFor = time.Minute
 // stepWithRetry takes one step (a batch of events), trying again with
 // backoff while it fails with a store error (a full disk, a store briefly
 // unwritable) for up to replayRetryFor: a bulk replay of a month of events
-// should not fail for good on one failed write. A try goes on from where
-// the last one stopped (replayStep): what a write stored is not written
-// again, and the batch's targets are not chosen again (with a status
-// filter, the copies already written would change them). A bad cursor
-// fails the job at once.
+// should not fail for good on one failed write. A try goes on from the
+// job's stored progress (step): what a write stored is not written again.
+// A bad cursor fails the job at once.
 func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
-	var st replayStep
-	err := backoff.Retry(func() error {
-		err := r.advance(ctx, job, &st)
+	tried := false
+	return backoff.Retry(func() error {
+		if tried {
+			// A write reported failed may have been stored all the
+			// same (a lost answer): go on from what the store has.
+			stored, err := r.store.GetReplay(ctx, job.ID)
+			if err != nil {
+				return err
+			}
+			*job = stored
+			if job.State != storage.ReplayRunning {
+				return nil
+			}
+		}
+		tried = true
+		err := r.step(ctx, job)
 		switch {
 		case err == nil:
 			return nil
@@ -172,103 +180,132 @@ func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob
 		r.log.Warn("replay step failed; retrying", "replay", job.ID, "err", err)
 		return err
 	}, backoff.WithContext(b, ctx))
-	if err != nil && ctx.Err() != nil && (len(st.written) > 0 || st.recorded) {
-		// Stopped after the step stored deliveries (a step is several
-		// writes): finish it, its last writes and its progress, or the
-		// next start would list the batch again and enqueue those twice.
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
-		defer cancel()
-		if ferr := r.advance(fctx, job, &st); ferr != nil {
-			r.log.Warn("replay stopped in the middle of a step; the next start enqueues its batch again",
-				"replay", job.ID, "err", ferr)
-		}
-	}
-	return err
 }
 
-// replayStep is how far a step got: its batch listed (and the deliveries
-// to write chosen), those written so far, and whether the job has taken
-// it in (then only the progress write is left).
-type replayStep struct {
-	listed   bool
-	next     string               // the cursor after the batch
-	ds       []storage.Delivery   // chosen and not yet written
-	chosen   map[string]time.Time // endpoint id → its CreatedAt when chosen
-	written  []storage.Delivery   // to notify the dispatcher of
-	matched  int
-	enqueued int
-	recorded bool
+// replayed is one listed event of a step and the deliveries chosen for it.
+type replayed struct {
+	event  string
+	ds     []storage.Delivery
+	chosen map[string]time.Time // endpoint id → its CreatedAt when chosen
 }
 
-// advance takes a step as far as it goes: list a batch and choose its
-// deliveries, write them, take them into the job, write its progress.
-func (r *replayRunner) advance(ctx context.Context, job *storage.ReplayJob, st *replayStep) error {
-	if !st.recorded {
-		if err := r.write(ctx, job, st); err != nil {
-			return err
-		}
-		job.Matched += st.matched
-		job.Enqueued += st.enqueued
-		job.Cursor = st.next
-		job.UpdatedAt = time.Now().UTC()
-		if st.next == "" {
-			job.State = storage.ReplayCompleted
-		}
-		st.recorded = true
-		r.notifyAll(st.written)
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
-	defer cancel()
-	return r.store.PutReplay(wctx, job)
-}
-
-// write lists the step's batch and chooses its deliveries (once), then
-// writes those not written yet.
-func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, st *replayStep) error {
-	if !st.listed {
-		evs, next, err := r.store.ListEvents(ctx, storage.EventFilter{
-			Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
-			Limit: replayBatch, Cursor: job.Cursor,
-		})
-		if err != nil {
-			return err
-		}
-		// Chosen without holding the registry: with a status filter this
-		// reads every event's deliveries, and an endpoint's delete (and the
-		// ingests queued behind it) would wait for all of that.
-		snap := r.reg.current()
-		now := time.Now().UTC()
-		var ds []storage.Delivery
-		matched := 0
-		chosen := map[string]time.Time{}
-		for i := range evs {
-			eps, err := r.targets(ctx, job, &evs[i], snap)
-			if err != nil {
-				return err // listed again next time
-			}
-			if len(eps) > 0 {
-				matched++
-				ds = append(ds, inbound.NewDeliveries(&evs[i], eps, now)...)
-			}
-			for _, ep := range eps {
-				chosen[ep.ID] = ep.CreatedAt
-			}
-		}
-		st.ds, st.next, st.matched, st.chosen, st.listed = ds, next, matched, chosen, true
-	}
-	// Held while writing: an endpoint deleted since the choice (or deleted
-	// and created again: ids can be reused) gets none.
-	snap, done := r.reg.use()
-	defer done()
-	st.ds = slices.DeleteFunc(st.ds, func(d storage.Delivery) bool {
-		ep := snap.endpoint(d.Tenant, d.Endpoint)
-		return ep == nil || !ep.CreatedAt.Equal(st.chosen[d.Endpoint])
+// step lists the batch of events after the job's cursor, but those of it
+// already written, chooses their deliveries, and writes them in writes of
+// whole events, each with the job's progress (EnqueueReplay): a job
+// stopped or killed anywhere resumes exactly after the last event whose
+// deliveries are stored, and none is enqueued twice. job is updated as
+// each write succeeds.
+func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
+	evs, next, err := r.store.ListEvents(ctx, storage.EventFilter{
+		Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
+		Limit: replayBatch, Cursor: job.Cursor,
 	})
-	handled, stored, err := r.enqueue(ctx, st.ds)
-	st.written = append(st.written, st.ds[:handled]...)
-	st.ds = st.ds[handled:]
-	st.enqueued += stored
-	return err
+	if err != nil {
+		return err
+	}
+	if job.Written != "" {
+		// Newest first: those up to Written are written.
+		evs = slices.DeleteFunc(evs, func(ev storage.Event) bool { return ev.ID >= job.Written })
+	}
+	// Chosen without holding the registry: with a status filter this
+	// reads every event's deliveries, and an endpoint's delete (and the
+	// ingests queued behind it) would wait for all of that.
+	snap := r.reg.current()
+	now := time.Now().UTC()
+	batch := make([]replayed, len(evs))
+	for i := range evs {
+		eps, err := r.targets(ctx, job, &evs[i], snap)
+		if err != nil {
+			return err // listed again next time
+		}
+		batch[i] = replayed{event: evs[i].ID, ds: inbound.NewDeliveries(&evs[i], eps, now), chosen: map[string]time.Time{}}
+		for _, ep := range eps {
+			batch[i].chosen[ep.ID] = ep.CreatedAt
+		}
+	}
+	if len(batch) == 0 {
+		return r.write(ctx, job, nil, true, next) // only the progress past the batch
+	}
+	for len(batch) > 0 {
+		n := writeSize(batch)
+		if err := r.write(ctx, job, batch[:n], n == len(batch), next); err != nil {
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// writeSize is how many events of batch go into one write: whole events,
+// as many as fit in replayWriteMax deliveries (at least one, however many
+// deliveries it has). A batch of 100 events to 150 endpoints was one
+// write too big for the store, and every such replay failed.
+func writeSize(batch []replayed) int {
+	n, size := 0, 0
+	for n < len(batch) && (n == 0 || size+len(batch[n].ds) <= replayWriteMax) {
+		size += len(batch[n].ds)
+		n++
+	}
+	return n
+}
+
+// replayWriteMax bounds the deliveries of one replay write.
+const replayWriteMax = 2000
+
+// write stores the deliveries of some events of a step with the job's
+// progress past them; last says they end the step, whose batch is
+// followed by next. Deliveries to endpoints deleted since they were chosen
+// (or deleted and created again: ids can be reused) are dropped; an event
+// purged meanwhile (ErrNotFound) is skipped, written event by event.
+func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, evs []replayed, last bool, next string) error {
+	snap, done := r.reg.use() // held while writing
+	defer done()
+	var ds []storage.Delivery
+	matched := 0
+	for _, ev := range evs {
+		kept := slices.DeleteFunc(slices.Clone(ev.ds), func(d storage.Delivery) bool {
+			ep := snap.endpoint(d.Tenant, d.Endpoint)
+			return ep == nil || !ep.CreatedAt.Equal(ev.chosen[d.Endpoint])
+		})
+		if len(ev.ds) > 0 {
+			matched++
+		}
+		ds = append(ds, kept...)
+	}
+	progress := *job
+	progress.Matched += matched
+	progress.Enqueued += len(ds)
+	progress.UpdatedAt = time.Now().UTC()
+	if last {
+		progress.Cursor, progress.Written = next, ""
+		if next == "" {
+			progress.State = storage.ReplayCompleted
+		}
+	} else if len(evs) > 0 {
+		progress.Written = evs[len(evs)-1].event
+	}
+	err := r.store.EnqueueReplay(ctx, &progress, ds)
+	if errors.Is(err, storage.ErrNotFound) && len(evs) > 1 {
+		// An event was purged by retention since it was listed: one by
+		// one, then, each with its progress.
+		for i := range evs {
+			if err := r.write(ctx, job, evs[i:i+1], last && i == len(evs)-1, next); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		// Its event is gone: only the progress past it.
+		progress.Matched, progress.Enqueued, ds = job.Matched, job.Enqueued, nil
+		err = r.store.EnqueueReplay(ctx, &progress, nil)
+	}
+	if err != nil {
+		return err
+	}
+	*job = progress
+	r.notifyAll(ds)
+	return nil
 }
 
 // replayUntil is the job's upper bound, at most its creation: events
@@ -324,72 +361,6 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 		}
 	}
 	return nil, nil
-}
-
-// enqueue stores new deliveries: it returns how many of ds it is done
-// with (stored, or skipped because retention deleted their event
-// meanwhile) and how many it stored, also when a write fails halfway.
-func (r *replayRunner) enqueue(ctx context.Context, ds []storage.Delivery) (handled, stored int, err error) {
-	// In writes of at most replayWriteMax deliveries (an event's stay
-	// together): a batch of 100 events to 150 endpoints was one write too
-	// big for the store, and every such replay failed.
-	for handled < len(ds) {
-		rest := ds[handled:]
-		// Whole events, as many as fit (at least one, however many
-		// deliveries it has).
-		end := 0
-		for end < len(rest) {
-			next := end + 1
-			for next < len(rest) && rest[next].Event == rest[end].Event {
-				next++
-			}
-			if end > 0 && next > replayWriteMax {
-				break
-			}
-			end = next
-		}
-		h, k, err := r.enqueueWrite(ctx, rest[:end])
-		handled += h
-		stored += k
-		if err != nil {
-			return handled, stored, err
-		}
-	}
-	return handled, stored, nil
-}
-
-// replayWriteMax bounds the deliveries of one replay write.
-const replayWriteMax = 2000
-
-// enqueueWrite writes deliveries in one write; if an event was purged
-// meanwhile (ErrNotFound), event by event, skipping the purged ones. It
-// returns how many of ds are done with (stored or skipped) and how many
-// were stored.
-func (r *replayRunner) enqueueWrite(ctx context.Context, ds []storage.Delivery) (handled, stored int, err error) {
-	if len(ds) == 0 {
-		return 0, 0, nil
-	}
-	err = r.store.Enqueue(ctx, ds)
-	if !errors.Is(err, storage.ErrNotFound) {
-		if err != nil {
-			return 0, 0, err
-		}
-		return len(ds), len(ds), nil
-	}
-	for start := 0; start < len(ds); {
-		end := start + 1
-		for end < len(ds) && ds[end].Event == ds[start].Event {
-			end++
-		}
-		switch err := r.store.Enqueue(ctx, ds[start:end]); {
-		case err == nil:
-			stored += end - start
-		case !errors.Is(err, storage.ErrNotFound):
-			return start, stored, err
-		}
-		start = end
-	}
-	return len(ds), stored, nil
 }
 
 func (r *replayRunner) notifyAll(ds []storage.Delivery) {

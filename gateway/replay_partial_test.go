@@ -11,17 +11,18 @@ import (
 	"hookgate/storage"
 )
 
-// failNthEnqueue fails one Enqueue call (the failAt-th from now on, once).
+// failNthEnqueue fails one EnqueueReplay call (the failAt-th from now on,
+// once).
 type failNthEnqueue struct {
 	storage.Store
 	calls, failAt atomic.Int32
 }
 
-func (f *failNthEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) error {
+func (f *failNthEnqueue) EnqueueReplay(ctx context.Context, job *storage.ReplayJob, ds []storage.Delivery) error {
 	if f.calls.Add(1) == f.failAt.Load() {
 		return errInjected
 	}
-	return f.Store.Enqueue(ctx, ds)
+	return f.Store.EnqueueReplay(ctx, job, ds)
 }
 
 // partialFanout: 100 events (one replay batch) with no deliveries, then

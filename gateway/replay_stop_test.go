@@ -8,7 +8,7 @@ import (
 	"hookgate/storage"
 )
 
-// stopDuringSecondEnqueue holds the second Enqueue call from now on until
+// stopDuringSecondEnqueue holds the second EnqueueReplay call from now on until
 // its context ends, and then fails it with the context's error: what the
 // real store's update does when the caller's context ends before its
 // operation is queued (the writer's queue is full, or select picks the
@@ -20,13 +20,13 @@ type stopDuringSecondEnqueue struct {
 	entered chan struct{}
 }
 
-func (s *stopDuringSecondEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) error {
+func (s *stopDuringSecondEnqueue) EnqueueReplay(ctx context.Context, job *storage.ReplayJob, ds []storage.Delivery) error {
 	if s.calls.Add(1) == s.at.Load() {
 		close(s.entered)
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return s.Store.Enqueue(ctx, ds)
+	return s.Store.EnqueueReplay(ctx, job, ds)
 }
 
 // TestReplayStoppedBetweenTheWritesOfAStepDoesNotEnqueueTwice: a step of

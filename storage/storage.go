@@ -122,7 +122,8 @@ type Catalog interface {
 }
 
 // Inspector reads events, deliveries and attempts for the admin API.
-// Listings page newest first; an engine may end a page short, even empty,
+// Listings page newest first (by id, descending: ids are made by NewID,
+// so they sort by time); an engine may end a page short, even empty,
 // with a next cursor, to bound the records one call reads when a filter
 // matches few of them. The last page is the one without a cursor.
 type Inspector interface {
@@ -152,6 +153,11 @@ type Idempotency interface {
 // Replays keeps bulk replay jobs.
 type Replays interface {
 	PutReplay(ctx context.Context, job *ReplayJob) error
+	// EnqueueReplay adds deliveries of stored events, as Enqueue does, and
+	// writes job (a bulk replay's progress) in the same write: both or
+	// neither, so that a job stopped or killed anywhere resumes exactly
+	// after what it stored. ds may be empty.
+	EnqueueReplay(ctx context.Context, job *ReplayJob, ds []Delivery) error
 	GetReplay(ctx context.Context, id string) (ReplayJob, error)
 	ListReplays(ctx context.Context, state ReplayState) ([]ReplayJob, error)
 }
@@ -452,8 +458,11 @@ type ReplayJob struct {
 	State    ReplayState `json:"state"`
 	Matched  int         `json:"matched"`
 	Enqueued int         `json:"enqueued"`
-	// Cursor is where a resumed job continues.
+	// Cursor is where a resumed job continues: the batch of events after
+	// it. Written, when set, is the last event of that batch whose
+	// deliveries are stored (those listed before it are too).
 	Cursor    string    `json:"cursor,omitempty"`
+	Written   string    `json:"written,omitempty"`
 	Error     string    `json:"error,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`

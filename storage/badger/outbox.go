@@ -286,8 +286,26 @@ func (db *DB) Release(ctx context.Context, ids []string, lease, due time.Time) e
 
 // Enqueue adds new deliveries of stored events.
 func (db *DB) Enqueue(ctx context.Context, ds []storage.Delivery) error {
+	return db.enqueue(ctx, nil, ds)
+}
+
+// EnqueueReplay adds new deliveries of stored events and writes a replay
+// job's progress, in one transaction.
+func (db *DB) EnqueueReplay(ctx context.Context, job *storage.ReplayJob, ds []storage.Delivery) error {
+	return db.enqueue(ctx, job, ds)
+}
+
+// enqueue writes ds, and job unless it is nil, in one transaction.
+func (db *DB) enqueue(ctx context.Context, job *storage.ReplayJob, ds []storage.Delivery) error {
+	var jobRec []byte
+	if job != nil {
+		var err error
+		if jobRec, err = encode(job); err != nil {
+			return fmt.Errorf("encode replay: %w", err)
+		}
+	}
 	encs := make([][]byte, len(ds))
-	size := 0
+	size := len(jobRec)
 	for i := range ds {
 		var err error
 		if encs[i], err = encode(&ds[i]); err != nil {
@@ -309,6 +327,9 @@ func (db *DB) Enqueue(ctx context.Context, ds []storage.Delivery) error {
 			if err := db.putNewDelivery(txn, &ds[i], encs[i]); err != nil {
 				return err
 			}
+		}
+		if job != nil {
+			return txn.Set(replayKey(job.ID), jobRec)
 		}
 		return nil
 	})

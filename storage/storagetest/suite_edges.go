@@ -364,3 +364,39 @@ func testClaimMaxClaim(t *testing.T, o Opener) {
 		t.Fatalf("the claim of the rest took %d, want 1", len(jobs))
 	}
 }
+
+// EnqueueReplay writes the deliveries and the job's progress together:
+// with an event missing, neither; without deliveries, the progress alone.
+func testEnqueueReplayIsAtomic(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "r", "b", now, "ep")
+	must(s.Accept(ctx, req))
+	job := &storage.ReplayJob{ID: storage.NewID("rpl_", now), Tenant: "acme", State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now}
+	ok(s.PutReplay(ctx, job))
+	good := req.Deliveries[0]
+	good.ID = storage.NewID("dlv_", now)
+	bad := good
+	bad.ID, bad.Event = storage.NewID("dlv_", now), storage.NewID("evt_", now)
+	progress := *job
+	progress.Enqueued, progress.Written = 2, req.Event.ID
+	if err := s.EnqueueReplay(ctx, &progress, []storage.Delivery{good, bad}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("EnqueueReplay with a missing event: %v, want ErrNotFound", err)
+	}
+	if got := must(s.GetReplay(ctx, job.ID)); got.Enqueued != 0 || got.Written != "" {
+		t.Fatalf("the job's progress was written without its deliveries: %+v", got)
+	}
+	if _, err := s.GetDelivery(ctx, good.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a delivery was written: %v", err)
+	}
+	progress.Enqueued = 1
+	ok(s.EnqueueReplay(ctx, &progress, []storage.Delivery{good}))
+	if got := must(s.GetReplay(ctx, job.ID)); got.Enqueued != 1 || got.Written != req.Event.ID {
+		t.Fatalf("job after EnqueueReplay: %+v", got)
+	}
+	must(s.GetDelivery(ctx, good.ID))
+	progress.Cursor, progress.Written, progress.State = "", "", storage.ReplayCompleted
+	ok(s.EnqueueReplay(ctx, &progress, nil))
+	if got := must(s.GetReplay(ctx, job.ID)); got.State != storage.ReplayCompleted {
+		t.Fatalf("job after a progress-only EnqueueReplay: %+v", got)
+	}
+}
