@@ -127,3 +127,33 @@ func TestShutdownGraceBoundsSlowClients(t *testing.T) {
 		t.Fatalf("no warning about the connections closed at the end of the grace period:\n%s", g.logs.String())
 	}
 }
+
+// A shutdown whose grace period ends with a delivery attempt in flight
+// cuts it (the receiver may have processed it) and sends the delivery
+// again after the restart; the log says so, as it does for the
+// connections it closes. It said nothing.
+func TestShutdownLogsTheAttemptsItCuts(t *testing.T) {
+	slow := newHeldReceiver(t) // answers only when released: past the grace
+	g := startGateway(t, gwOptions{grace: 500 * time.Millisecond,
+		extra: fmt.Sprintf("endpoints:\n  - {id: slow, tenant: acme, url: %q, timeout: 10s}\n", slow.URL)})
+	if st, _, b := g.post("open", []byte(`{"id":"cut1","type":"a"}`), nil); st != 202 {
+		t.Fatalf("ingest: %d %s", st, b)
+	}
+	slow.waitHit(t)
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Endpoint: "slow", Limit: 10})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries: %v %v", ds, err)
+	}
+	before := len(g.logs.String())
+	if err := g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	logs := g.logs.String()[before:]
+	if !strings.Contains(logs, "delivery attempts still in flight were cut") || !strings.Contains(logs, "attempts=1") {
+		t.Errorf("the shutdown cut the attempt of delivery %s at the end of its grace period; log of the shutdown:\n%s", ds[0].ID, logs)
+	}
+	g = g.restart(gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: slow, tenant: acme, url: %q, timeout: 10s}\n", slow.URL)})
+	if d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, acmeToken, nil)); d.AttemptCount != 0 {
+		t.Errorf("the cut attempt was counted: %+v", d)
+	}
+}

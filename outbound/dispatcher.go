@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hookgate/storage"
@@ -176,6 +177,7 @@ type Dispatcher struct {
 
 	loops   sync.WaitGroup // endpoint loop goroutines
 	jobs    sync.WaitGroup // attempt goroutines
+	cut     atomic.Int64   // attempts a shutdown abandoned (release)
 	stopped chan struct{}  // closed when Stop has finished
 }
 
@@ -269,6 +271,10 @@ func (d *Dispatcher) drain(grace time.Duration) {
 	case <-timer.C:
 		d.cancelAttempts()
 		<-idle
+		if n := d.cut.Load(); n > 0 {
+			d.log.Warn("grace period over: delivery attempts still in flight were cut; they are sent again after the restart, with the same Idempotency-Key",
+				"attempts", n)
+		}
 	}
 	d.cancelAttempts()
 }

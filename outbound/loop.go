@@ -396,6 +396,7 @@ func (d *Dispatcher) release(job *storage.Job) {
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	err := d.cfg.Store.Release(ctx, []string{job.Delivery.ID}, job.Delivery.LeaseUntil, d.cfg.Now())
+	d.cut.Add(1)
 	if err != nil {
 		d.log.Warn("release claim; it returns when its lease expires", "delivery", job.Delivery.ID, "err", err)
 	}
