@@ -326,3 +326,34 @@ func TestBadInputNonUTF8EventID(t *testing.T) {
 		t.Fatalf("retry: %d %q, want %q", st, again, first)
 	}
 }
+
+// A Content-Length sent more than once is 400 on both listeners, and the
+// connection closed (RFC 9112 section 6.3). fasthttp keeps the last value:
+// when it matched the body the request was accepted, and when the first
+// one did, the tail of the body was read as a second request on the same
+// connection (smuggling past a proxy that honours the first value).
+func TestConflictingContentLengthsAreRefused(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	for _, c := range []struct {
+		name   string
+		header func(n int) string // the Content-Length lines for a body of n bytes
+	}{
+		{"short first, body's length last", func(n int) string { return fmt.Sprintf("Content-Length: 3\r\nContent-Length: %d\r\n", n) }},
+		{"body's length first, short last", func(n int) string { return fmt.Sprintf("Content-Length: %d\r\nContent-Length: 3\r\n", n) }},
+	} {
+		for _, addr := range []struct{ name, addr string }{{"public", g.PublicAddr()}, {"admin", g.AdminAddr()}} {
+			body := `{"id":"conflicting-lengths"}`
+			raw := rawPost(c.header(len(body)), body)
+			if addr.name == "admin" {
+				body = `{"source":"open","payload":{"id":"conflicting-lengths-admin"}}`
+				raw = "POST /api/v1/events HTTP/1.1\r\nHost: hookgate\r\nAuthorization: Bearer operator-token\r\n" +
+					c.header(len(body)) + "\r\n" + body
+			}
+			a := rawExchange(t, addr.addr, raw)
+			if a.status != 400 {
+				t.Errorf("%s, %s: answered %d %s, want 400 (conflicting Content-Length values)", addr.name, c.name, a.status, a.body)
+			}
+		}
+	}
+	wantNoEvents(t, g, "after requests with conflicting Content-Length values")
+}

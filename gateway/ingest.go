@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 
@@ -111,17 +112,42 @@ func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
 	g.metrics.ingest(id, outcome)
 }
 
-// closeChunked closes the connection after a chunked request. A request
-// that also carried a Content-Length is ambiguous (RFC 9112 section 6.1:
-// the server must close the connection), and telling it apart after
-// fasthttp has parsed the chunks is not possible, so every chunked request
-// ends its connection: bytes after the chunked body are never read as a
-// second (smuggled) request. Providers rarely chunk, so this costs little.
-func closeChunked(c *fiber.Ctx) error {
+// checkFraming guards the request's framing against smuggling.
+//
+// A Content-Length sent more than once is 400, and the connection is
+// closed (RFC 9112 section 6.3): fasthttp takes the last value, so a
+// proxy in front that took the first would see the requests on the
+// connection end elsewhere, and the tail of a body was read as a second
+// request.
+//
+// A chunked request closes its connection after the answer. One that also
+// carried a Content-Length is ambiguous (RFC 9112 section 6.1: the server
+// must close the connection), and telling it apart after fasthttp has
+// parsed the chunks is not possible, so every chunked request ends its
+// connection: bytes after the chunked body are never read as a second
+// request. Providers rarely chunk, so this costs little.
+func checkFraming(c *fiber.Ctx) error {
+	if contentLengths(c.Request().Header.RawHeaders()) > 1 {
+		c.Context().SetConnectionClose()
+		return problem(c, fiber.StatusBadRequest, "bad-request", "Bad Request",
+			"Content-Length is sent more than once")
+	}
 	if c.Request().Header.ContentLength() == -1 {
 		c.Context().SetConnectionClose()
 	}
 	return c.Next()
+}
+
+// contentLengths counts the Content-Length lines of a raw header block.
+func contentLengths(raw []byte) int {
+	n := 0
+	for line := range bytes.Lines(raw) {
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if ok && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
+			n++
+		}
+	}
+	return n
 }
 
 // ingestError maps Accept's errors to answers. Nothing is stored on any of
