@@ -97,15 +97,19 @@ type RetryConfig struct {
 	InitialInterval Duration `yaml:"initial_interval"`
 	// Multiplier grows the interval after each failure; at least 1.
 	Multiplier float64 `yaml:"multiplier"`
-	// MaxInterval caps one wait, including an honoured Retry-After.
+	// MaxInterval caps one wait's interval, including an honoured
+	// Retry-After, before jitter: a wait may reach MaxInterval × (1 +
+	// Randomization).
 	MaxInterval Duration `yaml:"max_interval"`
 	// Randomization is the jitter factor in [0, 1]: a wait is drawn from
 	// interval × [1-r, 1+r].
 	Randomization float64 `yaml:"randomization"`
 	// MaxAttempts is the number of attempts before the delivery fails.
 	MaxAttempts int `yaml:"max_attempts"`
-	// MaxElapsed is the time since the first attempt after which the
-	// delivery fails.
+	// MaxElapsed is the time since the delivery was created (or retried
+	// by hand) after which it fails: a delivery held back longer by
+	// rate_limit, max_in_flight or an open circuit fails after its next
+	// attempt.
 	MaxElapsed Duration `yaml:"max_elapsed"`
 }
 

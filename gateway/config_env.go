@@ -23,7 +23,8 @@ type expansion struct {
 // expandEnv replaces ${NAME} and ${NAME:-default} in s with values from
 // lookup, and $$ with a literal $. Like the shell, the default applies when
 // the variable is unset or empty. An unset variable without a default expands
-// to "" and validation reports the field it leaves empty. A $ followed by
+// to "" and is named in unset: the decoder reports it as an error of the
+// key it is in. A $ followed by
 // anything else is kept as written. The default is taken literally (no nested
 // references). Expansion runs on parsed scalars, never on the raw file, so a
 // value can never inject YAML structure.
