@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,9 +236,15 @@ type page struct {
 	since, until time.Time
 }
 
-// parsePage reads ?limit=&cursor=&since=&until=.
-func parsePage(c *fiber.Ctx) (page, error) {
+// parsePage reads ?limit=&cursor=, and ?since=&until= when the route's
+// filters (the other query parameters it takes) name them. Any other
+// parameter, or one given twice, is 400: a misspelt filter (?state= for
+// ?status=) listed everything, as if it matched.
+func parsePage(c *fiber.Ctx, filters ...string) (page, error) {
 	p := page{limit: defaultPageLimit, cursor: c.Query("cursor")}
+	if err := checkQuery(c, filters); err != nil {
+		return p, err
+	}
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxPageLimit {
@@ -256,6 +263,34 @@ func parsePage(c *fiber.Ctx) (page, error) {
 		return p, badRequest("since", "must not be after until")
 	}
 	return p, nil
+}
+
+// checkQuery refuses query parameters other than limit, cursor and
+// filters, and any given more than once.
+func checkQuery(c *fiber.Ctx, filters []string) error {
+	var err error
+	seen := map[string]bool{}
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+		name := string(k)
+		switch {
+		case err != nil:
+		case name != "limit" && name != "cursor" && !slices.Contains(filters, name):
+			takes := strings.Join(append([]string{"limit", "cursor"}, filters...), ", ")
+			err = badRequest(truncate(name, 64), "is not a query parameter of this route; it takes "+takes)
+		case seen[name]:
+			err = badRequest(name, "must be given once")
+		}
+		seen[name] = true
+	})
+	return err
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 func queryTime(c *fiber.Ctx, name string) (time.Time, error) {

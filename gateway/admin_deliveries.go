@@ -90,7 +90,7 @@ func parseState(field, s string, bad func(field, detail string) error) (storage.
 // listDeliveries is GET /deliveries?endpoint=&status=&event=&since=&until=,
 // newest first.
 func (a *adminAPI) listDeliveries(c *fiber.Ctx) error {
-	p, err := parsePage(c)
+	p, err := parsePage(c, "endpoint", "status", "event", "since", "until")
 	if err != nil {
 		return err
 	}

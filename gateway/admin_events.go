@@ -56,7 +56,7 @@ func newEventView(ev *storage.Event) eventView {
 // listEvents is GET /events?source=&type=&since=&until=&limit=&cursor=,
 // newest first.
 func (a *adminAPI) listEvents(c *fiber.Ctx) error {
-	p, err := parsePage(c)
+	p, err := parsePage(c, "source", "type", "since", "until")
 	if err != nil {
 		return err
 	}

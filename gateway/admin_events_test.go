@@ -115,9 +115,14 @@ func TestAdminEventsList(t *testing.T) {
 		"since=yesterday": "since", "until=2026-13-01T00:00:00Z": "until", "since=1700000000": "since",
 		"since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z": "since",
 		"cursor=bm9wZQ": "cursor", "cursor=%25%25%25": "cursor",
+		// A misspelt or repeated filter is refused, not ignored: it
+		// listed everything, as if it matched.
+		"typ=invoice.paid": "typ", "type=a&type=b": "type", "status=failed": "status",
 	} {
 		wantProblem(t, q, 400, field)(g.api("GET", "/events?"+q, acmeToken, nil))
 	}
+	wantProblem(t, "?state= on /deliveries", 400, "state")(g.api("GET", "/deliveries?state=failed", acmeToken, nil))
+	wantProblem(t, "?since= on /endpoints", 400, "since")(g.api("GET", "/endpoints?since=2026-01-01T00:00:00Z", acmeToken, nil))
 	must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=1000", acmeToken, nil))
 }
 
