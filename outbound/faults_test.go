@@ -423,7 +423,8 @@ func TestFaultsTooManyRequestsWithRetryAfter(t *testing.T) {
 	}
 	throttle := mk("throttle", nil)
 	longer := mk("longer", func(ep *storage.Endpoint) { ep.Retry.MaxElapsed = 500 * time.Millisecond })
-	garbage, huge := mk("garbage", nil), mk("huge", nil)
+	garbage := mk("garbage", nil)
+	huge := mk("huge", func(ep *storage.Endpoint) { ep.Retry.MaxInterval = time.Second })
 	eps := []storage.Endpoint{throttle, longer, garbage, huge}
 	var ds []storage.Delivery
 	for _, ep := range eps {
@@ -454,7 +455,10 @@ func TestFaultsTooManyRequestsWithRetryAfter(t *testing.T) {
 			if d.Endpoint == "throttle" && gap < 900*time.Millisecond {
 				t.Fatalf("second attempt %s after the 429 with Retry-After: 1", gap)
 			}
-			if d.Endpoint != "throttle" && gap > 900*time.Millisecond {
+			if d.Endpoint == "huge" && gap < 900*time.Millisecond {
+				t.Fatalf("second attempt %s after the 429 with a Retry-After past uint64; want max_interval (1s)", gap)
+			}
+			if d.Endpoint == "garbage" && gap > 900*time.Millisecond {
 				t.Fatalf("second attempt %s after a 429 with an unusable Retry-After; want the millisecond backoff", gap)
 			}
 		}

@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -231,7 +232,11 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
+	secs, err := strconv.ParseUint(v, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		secs, err = maxRetryAfterSeconds, nil // delay-seconds has no upper bound
+	}
+	if err == nil {
 		return time.Duration(min(secs, maxRetryAfterSeconds)) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {

@@ -121,7 +121,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Sunday, 01-Mar-26 12:01:00 GMT", time.Minute, true}, // RFC 850
 		{"Sun Mar  1 12:01:00 2026", time.Minute, true},       // asctime
 		{"Sun, 01 Mar 2026 11:00:00 GMT", 0, true},
-		{"99999999999999999999", 0, false},
+		{"99999999999999999999", maxRetryAfterSeconds * time.Second, true}, // past uint64: the longest wait
 		{"-5", 0, false},
 		{"1.5", 0, false},
 		{"", 0, false},
@@ -147,4 +147,21 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("ParseRetryAfter(%q) = %s, %v", s, d, ok)
 		}
 	})
+}
+
+// A Retry-After in seconds is honoured up to max_interval (SPEC section
+// 4) however many digits it has: delay-seconds is 1*DIGIT (RFC 9110
+// section 10.2.3). One past 2^64-1 was ignored, and the receiver that
+// asked for the longest wait was retried within milliseconds.
+func TestRetryAfterPastUint64IsHonoured(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	p := storage.RetryPolicy{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 10 * time.Second,
+		Randomization: 0, MaxAttempts: 10, MaxElapsed: time.Hour}
+	for _, v := range []string{"18446744073709551615", "18446744073709551616", "99999999999999999999999"} {
+		d := &storage.Delivery{CreatedAt: now, RetryFrom: now}
+		dec := Decide(p, d, Answer{StatusCode: 503, RetryAfter: v}, now)
+		if dec.Verdict != VerdictRetry || dec.NextAttemptAt.Sub(now) < p.MaxInterval {
+			t.Errorf("503 with Retry-After: %s: %s in %s; want a retry after max_interval (%s)", v, dec.Verdict, dec.NextAttemptAt.Sub(now), p.MaxInterval)
+		}
+	}
 }
