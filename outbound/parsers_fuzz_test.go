@@ -16,8 +16,7 @@ import (
 	"hookgate/storage"
 )
 
-// Review 18: fuzz targets for what the delivery path reads from outside
-// the process: a receiver's answer (status and Retry-After, as Decide
+// Fuzz targets for what the delivery path reads from outside the process: a receiver's answer (status and Retry-After, as Decide
 // takes them; the response body excerpt), the addresses DNS returns
 // (Blocked), and provider data copied into a header (headerValue).
 
@@ -26,16 +25,10 @@ var retryAfterDigits = regexp.MustCompile(`^[0-9]+$`)
 
 // refRetryAfter is the test's own reading of a Retry-After value.
 func refRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.Trim(v, " \t")
+	v = strings.TrimSpace(v) // a header value arrives with no CR or LF; other blanks are OWS
 	if retryAfterDigits.MatchString(v) {
 		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			// Past 2^64-1 the gateway ignores the header (see
-			// TestRetryAfterPastUint64IsHonoured); the fuzz target
-			// follows it so that it keeps looking for anything else.
-			return 0, false
-		}
-		if n > 1<<30 {
+		if err != nil || n > 1<<30 { // past 2^64-1 too: the longest wait
 			return time.Duration(1<<30) * time.Second, true
 		}
 		return time.Duration(n) * time.Second, true
