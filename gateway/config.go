@@ -42,7 +42,7 @@ type ServerConfig struct {
 	// Listen is the host:port to listen on (default DefaultServerListen).
 	Listen string `yaml:"listen"`
 	// MaxBody is the largest accepted request body; larger bodies get 413
-	// (default DefaultMaxBody).
+	// (default DefaultMaxBody, at most storage.MaxEventBody: 32MiB).
 	MaxBody Size `yaml:"max_body"`
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"hookgate/inbound"
+	"hookgate/storage"
 )
 
 // resolve fills each endpoint's Timeout and Retry from delivery: a retry
@@ -101,8 +102,11 @@ func (d *decoder) timeout(key string, v Duration) {
 
 func (d *decoder) validate(c *Config) {
 	d.listen("server.listen", c.Server.Listen)
-	if c.Server.MaxBody <= 0 {
+	switch {
+	case c.Server.MaxBody <= 0:
 		d.fail("server.max_body", "must be greater than 0")
+	case c.Server.MaxBody > storage.MaxEventBody:
+		d.fail("server.max_body", "must be at most %v (the largest event the store keeps)", Size(storage.MaxEventBody))
 	}
 	d.listen("admin.listen", c.Admin.Listen)
 	if c.Admin.Listen != "" && c.Admin.Listen == c.Server.Listen && !strings.HasSuffix(c.Admin.Listen, ":0") {

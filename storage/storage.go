@@ -57,6 +57,11 @@ type Ingester interface {
 	Accept(ctx context.Context, req *AcceptRequest) (AcceptResult, error)
 }
 
+// MaxEventBody is the largest event body a store must keep and read back
+// (server.max_body is at most this; GitHub, the largest sender, sends up
+// to 25 MB).
+const MaxEventBody = 32 << 20
+
 // MaxClaim is the most deliveries one Claim must be able to take: an
 // endpoint's max_in_flight may be larger, and is then claimed in parts.
 const MaxClaim = 1024

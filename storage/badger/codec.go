@@ -35,9 +35,9 @@ const (
 )
 
 // maxEventRecord bounds what a compressed event record may claim to
-// decode to, so that a damaged length cannot make a huge allocation. No
-// real record comes near it: one write batch holds at most 15% of a
-// memtable (Badger refuses bigger transactions), ~5 MiB by default.
+// decode to, so that a damaged length cannot make a huge allocation. It
+// is well above storage.MaxEventBody and the headers stored with a body:
+// a record over it would be stored and never read again.
 const maxEventRecord = 64 << 20
 
 var errCodec = errors.New("badger: malformed record")

@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -194,4 +195,33 @@ func acceptRequest(id, body string, now time.Time, endpoint string) *storage.Acc
 		}},
 		Response: storage.Response{Status: 202, Body: []byte(`{}`)},
 	}
+}
+
+// An event body of storage.MaxEventBody (the largest server.max_body)
+// is stored and read back, compressed or not. A body the codec could not
+// read back was acknowledged and then never delivered: config.yaml took
+// any max_body, and a 70 MiB event came back as a malformed record.
+func TestLargestEventBodyIsReadBack(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	for i, body := range [][]byte{
+		bytes.Repeat([]byte(`{"a":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`), storage.MaxEventBody/39+1)[:storage.MaxEventBody], // compresses
+		randomBytes(storage.MaxEventBody), // does not
+	} {
+		req := acceptRequest(fmt.Sprintf("big-%d", i), "", time.Now().UTC(), "ep")
+		req.Event.Body = body
+		if _, err := db.Accept(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := db.GetEvent(ctx, req.Event.ID)
+		if err != nil || !bytes.Equal(ev.Body, body) {
+			t.Fatalf("body %d of %d bytes read back as %d bytes, %v", i, len(body), len(ev.Body), err)
+		}
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
 }
