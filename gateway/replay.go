@@ -258,8 +258,13 @@ const replayWriteMax = 2000
 // (or deleted and created again: ids can be reused) are dropped; an event
 // purged meanwhile (ErrNotFound) is skipped, written event by event.
 func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, evs []replayed, last bool, next string) error {
-	snap, done := r.reg.use() // held while writing
+	snap, done := r.reg.use() // held while writing, once: a second use could wait for a queued delete, which waits for this one
 	defer done()
+	return r.writeHeld(ctx, job, evs, last, next, snap)
+}
+
+// writeHeld is write with the registry held.
+func (r *replayRunner) writeHeld(ctx context.Context, job *storage.ReplayJob, evs []replayed, last bool, next string, snap *snapshot) error {
 	var ds []storage.Delivery
 	matched := 0
 	for _, ev := range evs {
@@ -289,7 +294,7 @@ func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, evs []
 		// An event was purged by retention since it was listed: one by
 		// one, then, each with its progress.
 		for i := range evs {
-			if err := r.write(ctx, job, evs[i:i+1], last && i == len(evs)-1, next); err != nil {
+			if err := r.writeHeld(ctx, job, evs[i:i+1], last && i == len(evs)-1, next, snap); err != nil {
 				return err
 			}
 		}
