@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"hookgate/storage"
 )
@@ -53,4 +55,22 @@ func TestHandlerPanicIsA500(t *testing.T) {
 	if evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 1 {
 		t.Fatalf("%d events, want the one stored before the panic", len(evs))
 	}
+}
+
+// An ingest that panics after its write gives back the max_in_flight slot
+// it took for the hand-off, and its delivery is due at once. Once the
+// gateway went on after a panic, the slot was gone for good: with
+// max_in_flight 1 the endpoint never got another delivery.
+func TestIngestPanicDoesNotLeakADeliverySlot(t *testing.T) {
+	rcv := newReceiver(t)
+	ps := &panickyStore{}
+	g := startGateway(t, gwOptions{
+		extra:     fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q, max_in_flight: 1}\n", rcv.url("a")),
+		wrapStore: func(s storage.Store) storage.Store { ps.Store = s; return ps },
+	})
+	ps.on.Store(true)
+	wantProblem(t, "ingest that panics", 500, "")(g.post("open", []byte(`{"id":"slot-1","type":"t"}`), nil))
+	ps.on.Store(false)
+	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"slot-2","type":"t"}`), nil))
+	waitFor(t, 10*time.Second, "both events' deliveries", func() bool { return rcv.count() == 2 })
 }

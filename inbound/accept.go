@@ -181,6 +181,17 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 		Response:    storage.Response{Status: 202, Body: acceptedBody(ev.ID, eventID)},
 	}
 	reserved := a.reserve(req.Deliveries, now)
+	defer func() {
+		// A panic in the store (the gateway answers it 500 and goes on)
+		// must not keep the slots: nothing will hand these deliveries.
+		if p := recover(); p != nil {
+			if len(reserved) > 0 && a.Unreserve != nil {
+				a.Unreserve(reserved)
+				a.releaseClaimed(ctx, req.Deliveries, now)
+			}
+			panic(p)
+		}
+	}()
 	res, err := a.Store.Accept(ctx, req)
 	if err != nil || res.Replayed {
 		if len(reserved) > 0 && a.Unreserve != nil {
