@@ -248,6 +248,9 @@ func (b *sourceBody) apply(src *storage.Source) error {
 		}
 		return unprocessable("verify", "is not a valid verify block")
 	}
+	if ps := inbound.SecretProblems(src.Verify.Scheme, src.Verify.Secrets); len(ps) > 0 {
+		return unprocessable("verify."+ps[0].Field, ps[0].Problem)
+	}
 	return nil
 }
 

@@ -363,6 +363,9 @@ func (d *decoder) secrets(v *VerifyConfig, key string) {
 	case len(v.Secrets) == 0:
 		d.fail(key, "at least one secret is required for scheme %s", v.Scheme)
 	}
+	for _, p := range inbound.SecretProblems(v.Scheme, v.Secrets) {
+		d.fail(strings.TrimSuffix(key, ".secrets")+"."+p.Field, "%s", p.Problem)
+	}
 	for j, s := range v.Secrets {
 		k := fmt.Sprintf("%s[%d]", key, j)
 		switch {

@@ -262,12 +262,6 @@ func decodeSecrets(cfg VerifyConfig, c *verifyConfigCheck) [][]byte {
 			c.fail(field, "empty (an unset environment variable?)")
 			continue
 		}
-		if strings.TrimSpace(secret) != secret {
-			// No provider's secret does; a newline from a file or a
-			// secret store would make every request fail to verify.
-			c.fail(field, "starts or ends with whitespace (a newline from a file or a secret store?)")
-			continue
-		}
 		if cfg.Scheme != SchemeStandardWebhooks {
 			keys = append(keys, []byte(secret))
 			continue
@@ -281,6 +275,27 @@ func decodeSecrets(cfg VerifyConfig, c *verifyConfigCheck) [][]byte {
 		keys = append(keys, key)
 	}
 	return keys
+}
+
+// SecretProblems finds secrets of a new verify block (config.yaml, the
+// admin API) that start or end with whitespace, where the scheme uses the
+// secret's bytes as they are: no provider's secret does, and one read from
+// a file or a secret store with its newline made every request fail to
+// verify. (A Standard Webhooks secret is base64, whose decoding skips a
+// newline.) Stored sources are not checked again: NewVerifier takes them
+// as they were accepted.
+func SecretProblems(scheme string, secrets []string) []*ConfigError {
+	if scheme == SchemeStandardWebhooks || scheme == SchemeNone {
+		return nil
+	}
+	var out []*ConfigError
+	for i, s := range secrets {
+		if s != "" && strings.TrimSpace(s) != s {
+			out = append(out, &ConfigError{Field: fmt.Sprintf("secrets[%d]", i),
+				Problem: "starts or ends with whitespace (a newline from a file or a secret store?)"})
+		}
+	}
+	return out
 }
 
 // isHeaderName reports whether s is an RFC 9110 token, the syntax of a header name.
