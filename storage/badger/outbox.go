@@ -383,10 +383,13 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 			var moves []storage.Delivery
 			for _, q := range due {
 				d, err := getDelivery(txn, q.id)
-				if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, errCodec) {
+				switch {
+				case errors.Is(err, storage.ErrNotFound), errors.Is(err, errCodec):
+					d = storage.Delivery{} // only its entry goes (a damaged record may decode in part)
+				case err != nil:
 					return err
 				}
-				moves = append(moves, d) // zero when absent or unreadable: only its entry goes
+				moves = append(moves, d)
 			}
 			for i, q := range due {
 				if err := txn.Delete(q.key); err != nil {

@@ -229,13 +229,15 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 	groups = make([][][]byte, len(index))
 	for i, k := range index {
 		var g [][]byte
-		if d := &ds[i]; found[i] {
+		if d := &ds[i]; d.ID != "" { // readable, or unreadable with its id from the index
 			ap := append(key(prefixAttempt, d.ID), sep)
 			ai := txn.NewIterator(bdg.IteratorOptions{Prefix: ap, PrefetchValues: false})
 			for ai.Rewind(); ai.Valid(); ai.Next() {
 				g = append(g, ai.Item().KeyCopy(nil))
 			}
 			ai.Close()
+		}
+		if d := &ds[i]; found[i] {
 			g = append(g, deliveryKey(d.ID), endpointDeliveryKey(d.Endpoint, d.ID), tenantDeliveryKey(d.Tenant, d.ID))
 			if !d.State.Terminal() {
 				g = append(g, queueKey(d.Endpoint, dueAt(d), d.ID))

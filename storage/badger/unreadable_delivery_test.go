@@ -137,3 +137,38 @@ func TestTenantIndexBuildGoesPastAnUnreadableDeliveryRecord(t *testing.T) {
 		t.Fatalf("tenant listing: %+v, %v; want the good delivery", ds, err)
 	}
 }
+
+// Retention removes an unreadable delivery record's attempts too (with the
+// receiver's response excerpts): they are keyed by the delivery's id,
+// which the event's index names. They were kept for ever, with nothing
+// left that listed or purged them.
+func TestPurgeRemovesTheAttemptsOfAnUnreadableDeliveryRecord(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	old := now.Add(-2 * time.Hour)
+	req := acceptRequest("bad", `{}`, old, "ep1")
+	if _, err := db.Accept(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := db.Claim(ctx, "ep1", now, 10, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %+v, %v", jobs, err)
+	}
+	j := jobs[0]
+	if err := db.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200, Response: "the receiver's answer"}, State: storage.StateSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, db, prefixAttempt); n != 1 {
+		t.Fatalf("%d attempt keys before the purge, want 1", n)
+	}
+	damageDelivery(t, db, j.Delivery.ID)
+	n, err := db.Purge(ctx, now.Add(-time.Hour), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	if left := countKeys(t, db, prefixAttempt); left != 0 {
+		t.Fatalf("after its event and record were purged, %d attempt keys of the damaged delivery are left for ever", left)
+	}
+}
