@@ -177,7 +177,7 @@ type Dispatcher struct {
 
 	loops   sync.WaitGroup // endpoint loop goroutines
 	jobs    sync.WaitGroup // attempt goroutines
-	cut     atomic.Int64   // attempts a shutdown abandoned (release)
+	cut     atomic.Int64   // attempts a shutdown abandoned
 	stopped chan struct{}  // closed when Stop has finished
 }
 

@@ -258,6 +258,7 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 	}
 	res := d.sender.send(d.attemptCtx, &ep, job)
 	if d.attemptCtx.Err() != nil && res.answer.StatusCode == 0 {
+		d.cut.Add(1) // counted for the shutdown's warning
 		d.release(job)
 		return
 	}
@@ -396,7 +397,6 @@ func (d *Dispatcher) release(job *storage.Job) {
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	err := d.cfg.Store.Release(ctx, []string{job.Delivery.ID}, job.Delivery.LeaseUntil, d.cfg.Now())
-	d.cut.Add(1)
 	if err != nil {
 		d.log.Warn("release claim; it returns when its lease expires", "delivery", job.Delivery.ID, "err", err)
 	}
