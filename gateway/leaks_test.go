@@ -14,7 +14,7 @@ import (
 // go to the operator's log pipeline. Neither may carry a secret, a token,
 // a credential from an endpoint's URL or static headers, a signature
 // header's value, or event payload bytes. TestSecuritySecretsNeverLeak
-// scans the logs for the secrets; this session adds the payloads, the
+// scans the logs for the secrets; this test adds the payloads, the
 // signature header values, the static header values and the URL
 // credentials (in the query and in the path, as in Slack-style URLs), and
 // scans /metrics as well.
