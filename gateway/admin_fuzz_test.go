@@ -2,13 +2,11 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,17 +34,7 @@ type fuzzAdmin struct {
 // nothing is ever sent) and publishes a few events.
 func newFuzzAdmin(f *testing.F) *fuzzAdmin {
 	f.Helper()
-	cfg, err := ParseConfig(fmt.Appendf(nil, testConfig, f.TempDir(), "72h", testSecret,
-		"endpoints:\n  - {id: ep, tenant: acme, url: \"http://127.0.0.1:9/never\"}\n"), "fuzz.yaml", nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = g.Shutdown() })
-	fa := &fuzzAdmin{g: g}
+	fa := &fuzzAdmin{g: newIdleGateway(f, "endpoints:\n  - {id: ep, tenant: acme, url: \"http://127.0.0.1:9/never\"}\n")}
 	for i := range 3 {
 		st, b := fa.call(f, http.MethodPost, "/events", opToken, fmt.Appendf(nil, `{"source":"open","type":"t.%d","payload":{"id":"seed-%d"}}`, i, i), "")
 		if st != 202 {

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,25 +232,12 @@ func TestAdminIdempotencyServerError(t *testing.T) {
 // key's answer and replayed for dedupe.ttl (72h); Stripe stores no answer
 // for a request that conflicted with work in progress, for this reason.
 func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
-	release := make(chan struct{})
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	g := startGateway(t, gwOptions{extra: "endpoints:\n  - {id: slow, tenant: acme, url: " + srv.URL + ", max_in_flight: 1}\n"})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
+	held := newHeldReceiver(t)
+	g := startGateway(t, gwOptions{extra: "endpoints:\n  - {id: slow, tenant: acme, url: " + held.URL + ", max_in_flight: 1}\n"})
 	if st, _, b := g.post("open", []byte(`{"id":"e1","type":"t"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
-	waitFor(t, 10*time.Second, "the first attempt in flight", func() bool { return n.Load() == 1 })
+	held.waitHit(t)
 	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
 
 	st, hdr, b := g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil, "Idempotency-Key", "retry-1")
@@ -261,7 +245,7 @@ func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
 	if !strings.HasSuffix(p.Type, "delivery-in-flight") || hdr.Get("Retry-After") == "" {
 		t.Fatalf("problem %+v, Retry-After %q", p, hdr.Get("Retry-After"))
 	}
-	unblock()
+	held.release()
 	waitFor(t, 10*time.Second, "the attempt to succeed", func() bool {
 		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
 	})

@@ -200,3 +200,19 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// newIdleGateway is a gateway on testConfig with extra, not started (no
+// listener, no dispatcher): fuzz targets call its apps directly.
+func newIdleGateway(tb testing.TB, extra string) *Gateway {
+	tb.Helper()
+	cfg, err := ParseConfig(fmt.Appendf(nil, testConfig, tb.TempDir(), "72h", testSecret, extra), "fuzz.yaml", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = g.Shutdown() })
+	return g
+}

@@ -47,16 +47,7 @@ const fuzzIngestSources = `  - id: comp
 
 func newFuzzIngest(f *testing.F) *fuzzIngest {
 	f.Helper()
-	cfg, err := ParseConfig(fmt.Appendf(nil, testConfig, f.TempDir(), "72h", testSecret, fuzzIngestSources), "fuzz.yaml", nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = g.Shutdown() })
-	return &fuzzIngest{g: g}
+	return &fuzzIngest{g: newIdleGateway(f, fuzzIngestSources)}
 }
 
 // headerSafe drops what cannot be in a header value on the wire at all.

@@ -21,6 +21,21 @@ func damageDelivery(t *testing.T, db *DB, id string) {
 	}
 }
 
+// badAndGood stores two events with a delivery each to ep1, the older one
+// (bad) with its delivery record damaged.
+func badAndGood(t *testing.T, db *DB, now time.Time) (bad, good *storage.AcceptRequest) {
+	t.Helper()
+	bad = acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
+	good = acceptRequest("good", `{}`, now, "ep1")
+	for _, r := range []*storage.AcceptRequest{bad, good} {
+		if _, err := db.Accept(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damageDelivery(t, db, bad.Deliveries[0].ID)
+	return bad, good
+}
+
 // One delivery record that cannot be decoded must not stall its
 // endpoint's outbox, nor fail the listings it is on. As the endpoint's
 // oldest due entry it failed every claim, and no other delivery to the
@@ -29,14 +44,7 @@ func TestClaimSkipsAnUnreadableDeliveryRecord(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
-	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
-	good := acceptRequest("good", `{}`, now, "ep1")
-	for _, r := range []*storage.AcceptRequest{bad, good} {
-		if _, err := db.Accept(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	damageDelivery(t, db, bad.Deliveries[0].ID)
+	_, good := badAndGood(t, db, now)
 	for i := range 3 {
 		jobs, err := db.Claim(ctx, "ep1", now.Add(time.Duration(i)*2*time.Minute), 10, time.Minute)
 		if err != nil {
@@ -61,14 +69,7 @@ func TestCancelEndpointGoesPastAnUnreadableDeliveryRecord(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
-	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
-	good := acceptRequest("good", `{}`, now, "ep1")
-	for _, r := range []*storage.AcceptRequest{bad, good} {
-		if _, err := db.Accept(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	damageDelivery(t, db, bad.Deliveries[0].ID)
+	badAndGood(t, db, now)
 	n, err := db.CancelEndpoint(ctx, "ep1")
 	if err != nil || n != 1 {
 		t.Fatalf("cancel: %d, %v; want the good delivery cancelled", n, err)
@@ -114,14 +115,7 @@ func TestTenantIndexBuildGoesPastAnUnreadableDeliveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
-	good := acceptRequest("good", `{}`, now, "ep1")
-	for _, r := range []*storage.AcceptRequest{bad, good} {
-		if _, err := db.Accept(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	damageDelivery(t, db, bad.Deliveries[0].ID)
+	_, good := badAndGood(t, db, now)
 	dropTenantIndex(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
