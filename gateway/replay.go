@@ -258,13 +258,27 @@ const replayWriteMax = 2000
 // (or deleted and created again: ids can be reused) are dropped; an event
 // purged meanwhile (ErrNotFound) is skipped, written event by event.
 func (r *replayRunner) write(ctx context.Context, job *storage.ReplayJob, evs []replayed, last bool, next string) error {
-	snap, done := r.reg.use() // held while writing, once: a second use could wait for a queued delete, which waits for this one
-	defer done()
-	return r.writeHeld(ctx, job, evs, last, next, snap)
+	err := r.writeOnce(ctx, job, evs, last, next)
+	if errors.Is(err, storage.ErrNotFound) && len(evs) > 1 {
+		// An event was purged by retention since it was listed: one by
+		// one, then, each with its progress, and each taking the registry
+		// for itself (taken again while held, it could wait behind a
+		// queued delete that waits for it).
+		for i := range evs {
+			if err := r.write(ctx, job, evs[i:i+1], last && i == len(evs)-1, next); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return err
 }
 
-// writeHeld is write with the registry held.
-func (r *replayRunner) writeHeld(ctx context.Context, job *storage.ReplayJob, evs []replayed, last bool, next string, snap *snapshot) error {
+// writeOnce is one write of write's, with the registry held. It returns
+// ErrNotFound, having written nothing, when an event of several is gone.
+func (r *replayRunner) writeOnce(ctx context.Context, job *storage.ReplayJob, evs []replayed, last bool, next string) error {
+	snap, done := r.reg.use()
+	defer done()
 	var ds []storage.Delivery
 	matched := 0
 	for _, ev := range evs {
@@ -291,14 +305,7 @@ func (r *replayRunner) writeHeld(ctx context.Context, job *storage.ReplayJob, ev
 	}
 	err := r.store.EnqueueReplay(ctx, &progress, ds)
 	if errors.Is(err, storage.ErrNotFound) && len(evs) > 1 {
-		// An event was purged by retention since it was listed: one by
-		// one, then, each with its progress.
-		for i := range evs {
-			if err := r.writeHeld(ctx, job, evs[i:i+1], last && i == len(evs)-1, next, snap); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	}
 	if errors.Is(err, storage.ErrNotFound) {
 		// Its event is gone: only the progress past it.

@@ -58,6 +58,12 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 		if errors.Is(err, storage.ErrNotFound) {
 			return ev, false, nil // an index key without its record: skipped
 		}
+		if errors.Is(err, errCodec) {
+			// One damaged record must not fail every page it is on,
+			// nor every bulk replay over it.
+			db.log.Error("a listing skipped an unreadable event record", "event", id, "err", err)
+			return ev, false, nil
+		}
 		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type) &&
 			within(ev.ReceivedAt, f.Since, f.Until), err
 	}, func(ev *storage.Event) string { return ev.ID })
