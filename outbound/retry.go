@@ -233,7 +233,7 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	secs, err := strconv.ParseUint(v, 10, 64)
-	if errors.Is(err, strconv.ErrRange) {
+	if errors.Is(err, strconv.ErrRange) && strings.Trim(v, "0123456789") == "" {
 		secs, err = maxRetryAfterSeconds, nil // delay-seconds has no upper bound
 	}
 	if err == nil {

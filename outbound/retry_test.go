@@ -122,6 +122,11 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Sun Mar  1 12:01:00 2026", time.Minute, true},       // asctime
 		{"Sun, 01 Mar 2026 11:00:00 GMT", 0, true},
 		{"99999999999999999999", maxRetryAfterSeconds * time.Second, true}, // past uint64: the longest wait
+		{"18446744073709551616", maxRetryAfterSeconds * time.Second, true},
+		// Past uint64 and then not digits: not a Retry-After (FuzzDecide
+		// found them honoured as the longest wait).
+		{"18700000000000000000A0", 0, false},
+		{"99999999999999999999 seconds", 0, false},
 		{"-5", 0, false},
 		{"1.5", 0, false},
 		{"", 0, false},
