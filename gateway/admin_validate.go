@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"cmp"
+	"io"
 	"maps"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -77,8 +79,21 @@ func urlProblem(raw string) string {
 		return "has a port outside 1-65535"
 	case u.User != nil:
 		return "must not contain user info; put credentials in headers"
+	case !sendable(raw):
+		return "has a host no request can be sent to (an invalid internationalized name)"
 	}
 	return ""
+}
+
+// sendable reports whether net/http can write a request to raw: a host
+// that is not ASCII must pass IDNA's lookup profile, as net/http applies
+// it when it writes the request.
+func sendable(raw string) bool {
+	req, err := http.NewRequest(http.MethodPost, raw, nil)
+	if err != nil {
+		return false
+	}
+	return req.Write(io.Discard) == nil
 }
 
 // blockedTarget reports why every delivery to raw would be refused at dial
