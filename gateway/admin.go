@@ -105,6 +105,7 @@ func (g *Gateway) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
 	if err := g.store.Ping(ctx); err != nil {
+		g.storeFailed(err)
 		return problem(c, fiber.StatusServiceUnavailable, "not-ready", "Service Unavailable", "the store is not writable")
 	}
 	return c.JSON(fiber.Map{"status": "ready"})

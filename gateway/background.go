@@ -15,6 +15,10 @@ const (
 	retentionBatch = 256
 )
 
+// storeCheckEvery is how often an idle gateway checks that its store has
+// not failed for good (ingests and /readyz check it as they go).
+var storeCheckEvery = 5 * time.Second
+
 // background owns the gateway's periodic jobs, the cancelling of deleted
 // endpoints' backlogs and the bulk replay runner.
 // start returns at once; stop cancels them and waits until they are gone.
@@ -30,10 +34,14 @@ func newBackground(g *Gateway) *background { return &background{g: g, replays: n
 func (b *background) start(ctx context.Context) {
 	ctx, b.cancel = context.WithCancel(ctx)
 	b.replays.Start(ctx)
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go func() {
 		defer b.wg.Done()
 		b.retentionLoop(ctx)
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.storeCheckLoop(ctx)
 	}()
 	go func() {
 		defer b.wg.Done()
@@ -47,6 +55,25 @@ func (b *background) stop() {
 	}
 	b.replays.Stop()
 	b.wg.Wait()
+}
+
+// storeCheckLoop pings the store until ctx ends, and stops the gateway
+// if the store failed for good (storeFailed).
+func (b *background) storeCheckLoop(ctx context.Context) {
+	every := storeCheckEvery
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := b.g.store.Ping(pctx)
+		cancel()
+		b.g.storeFailed(err)
+	}
 }
 
 // retentionLoop removes events, deliveries and attempts older than the

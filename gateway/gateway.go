@@ -27,8 +27,10 @@ import (
 )
 
 // DefaultGrace bounds shutdown: in-flight ingests and delivery attempts get
-// this long to finish.
-const DefaultGrace = 10 * time.Second
+// this long to finish. It leaves room, within the 10 s `docker stop` and
+// Kubernetes wait before SIGKILL, for flushing and closing the store
+// after it (a grace of 10 s was SIGKILLed before the store was closed).
+const DefaultGrace = 8 * time.Second
 
 // Options are the process-level settings that are not in config.yaml.
 type Options struct {
@@ -77,6 +79,7 @@ type Gateway struct {
 
 	publicLn, adminLn *trackingListener
 	serveErr          chan error
+	failOnce          sync.Once // storeFailed reports once
 	stopOnce          sync.Once
 	stopErr           error
 }
@@ -93,7 +96,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, serveErr: make(chan error, 2)}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, serveErr: make(chan error, 3)}
 	g.store = opts.Store
 	if g.store == nil {
 		s, err := openStore(cfg, opts.Logger)
@@ -268,8 +271,24 @@ func (g *Gateway) AdminAddr() string { return g.adminLn.Addr().String() }
 // Store is the gateway's store.
 func (g *Gateway) Store() storage.Store { return g.store }
 
-// Errors reports a listener that stopped serving on its own.
+// Errors reports a listener that stopped serving on its own, or a store
+// that failed for good: Run then stops, and the binary exits 1.
 func (g *Gateway) Errors() <-chan error { return g.serveErr }
+
+// storeFailed stops the gateway when err says the store failed for good
+// (storage.ErrStoreFailed: a failed fsync). Until it is opened again it
+// refuses every write, so only a restart by the process's supervisor
+// brings ingest back; staying up, the gateway looked alive (/healthz) and
+// refused every webhook until someone noticed.
+func (g *Gateway) storeFailed(err error) {
+	if !errors.Is(err, storage.ErrStoreFailed) {
+		return
+	}
+	g.failOnce.Do(func() {
+		g.log.Error("the store failed and must be reopened: stopping, for a restart", "err", err)
+		g.serveErr <- fmt.Errorf("store: %w", err)
+	})
+}
 
 // Shutdown stops in this order, all of it bounded by one grace period:
 //  1. both listeners stop accepting, at once, and their requests in

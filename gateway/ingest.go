@@ -171,6 +171,7 @@ func (g *Gateway) ingestError(c *fiber.Ctx, source string, err error) error {
 	default:
 		g.metrics.ingest(source, "store_error")
 		g.log.Error("ingest not stored", "source", source, "err", err)
+		g.storeFailed(err)
 		return unavailable(c, 1)
 	}
 }

@@ -57,6 +57,13 @@ type Ingester interface {
 	Accept(ctx context.Context, req *AcceptRequest) (AcceptResult, error)
 }
 
+// ErrStoreFailed is wrapped by the errors of an engine that can no longer
+// guarantee that what it acknowledges is durable (a failed fsync: the
+// kernel may have dropped the pages), until it is opened again. Nothing
+// but a restart brings it back: the process should stop, and its
+// supervisor start it again.
+var ErrStoreFailed = errors.New("the store failed and must be reopened")
+
 // MaxEventBody is the largest event body a store must keep and read back
 // (server.max_body is at most this; GitHub, the largest sender, sends up
 // to 25 MB).

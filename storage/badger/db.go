@@ -63,7 +63,7 @@ const MaxInlineRecord = 1 << 20
 
 // ErrSyncFailed is returned by every write after a sync failed: the store
 // no longer knows what is on disk and must be reopened.
-var ErrSyncFailed = errors.New("badger: sync failed, store must be reopened")
+var ErrSyncFailed = fmt.Errorf("badger: sync failed: %w", storage.ErrStoreFailed)
 
 // Options tunes the engine; zero values take the defaults.
 type Options struct {
