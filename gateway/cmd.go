@@ -49,7 +49,7 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 		} else if fl.NArg() > 0 {
 			return unexpectedArgs(stderr, cmd, fl.Args())
 		}
-		return CheckConfig(*path, stdout)
+		return CheckConfig(*path, stdout, stderr)
 	case "version":
 		if len(args) > 0 {
 			return unexpectedArgs(stderr, cmd, args)

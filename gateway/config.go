@@ -374,15 +374,16 @@ func ParseConfig(data []byte, name string, lookupEnv func(string) (string, bool)
 }
 
 // CheckConfig is the check-config command: it loads the file at path and
-// writes either "config OK: …" or every error, one per line, to w. It returns
-// the process exit code: 0 when the config is valid, 1 otherwise.
-func CheckConfig(path string, w io.Writer) int {
+// writes either "config OK: …" to stdout or every error, one per line, to
+// stderr (where serve writes them too). It returns the process exit code:
+// 0 when the config is valid, 1 otherwise.
+func CheckConfig(path string, stdout, stderr io.Writer) int {
 	cfg, err := LoadConfig(path)
 	if err != nil {
-		fmt.Fprintln(w, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(w, "config OK: %d sources, %d endpoints\n", len(cfg.Sources), len(cfg.Endpoints))
+	fmt.Fprintf(stdout, "config OK: %d sources, %d endpoints\n", len(cfg.Sources), len(cfg.Endpoints))
 	return 0
 }
 

@@ -751,20 +751,22 @@ func TestLoadConfigAndCheckConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out bytes.Buffer
-	if code := CheckConfig(good, &out); code != 0 || out.String() != "config OK: 2 sources, 1 endpoints\n" {
-		t.Errorf("good: exit %d, output %q", code, out.String())
+	// "config OK" on stdout, errors on stderr, where serve writes them:
+	// a script that silences stdout still says why a config is refused.
+	var out, errs bytes.Buffer
+	if code := CheckConfig(good, &out, &errs); code != 0 || out.String() != "config OK: 2 sources, 1 endpoints\n" || errs.Len() != 0 {
+		t.Errorf("good: exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
 	}
 	out.Reset()
-	code := CheckConfig(bad, &out)
+	code := CheckConfig(bad, &out, &errs)
 	want := bad + ":2: server.listen: must be host:port, e.g. \":8080\" or \"127.0.0.1:8081\"\n" +
 		bad + ":3: admin.tokens: at least one token is required (the admin API is never open)\n"
-	if code != 1 || out.String() != want {
-		t.Errorf("bad: exit %d, output\n%s\nwant\n%s", code, out.String(), want)
+	if code != 1 || errs.String() != want || out.Len() != 0 {
+		t.Errorf("bad: exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out.String(), errs.String(), want)
 	}
-	out.Reset()
-	if code := CheckConfig(filepath.Join(dir, "missing.yaml"), &out); code != 1 || !strings.Contains(out.String(), "no such file") {
-		t.Errorf("missing: exit %d, output %q", code, out.String())
+	errs.Reset()
+	if code := CheckConfig(filepath.Join(dir, "missing.yaml"), &out, &errs); code != 1 || !strings.Contains(errs.String(), "no such file") {
+		t.Errorf("missing: exit %d, stderr %q", code, errs.String())
 	}
 
 	if _, err := LoadConfig(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {

@@ -103,7 +103,7 @@ func TestCheckConfigRefusesWhatServeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if code := CheckConfig(path, &out); code != 1 || !strings.Contains(out.String(), "exposed.yaml:4: admin.tokens[0].token: the trial token") {
+	if code := CheckConfig(path, io.Discard, &out); code != 1 || !strings.Contains(out.String(), "exposed.yaml:4: admin.tokens[0].token: the trial token") {
 		t.Fatalf("check-config: exit %d, %q", code, out.String())
 	}
 }
