@@ -396,6 +396,9 @@ func (r *replayRunner) notifyAll(ds []storage.Delivery) {
 // a shutdown cuts that short, and the next start resumes the job.
 func (r *replayRunner) fail(ctx context.Context, job *storage.ReplayJob, err error) {
 	r.log.Error("replay failed", "replay", job.ID, "err", err)
+	if stored, gerr := r.store.GetReplay(ctx, job.ID); gerr == nil {
+		*job = stored // its progress as stored: a write reported failed may have been kept
+	}
 	job.State = storage.ReplayFailed
 	job.Error = "the replay stopped on a store error; see the gateway's log"
 	if errors.Is(err, storage.ErrBadCursor) {
