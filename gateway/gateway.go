@@ -27,9 +27,9 @@ import (
 )
 
 // DefaultGrace bounds shutdown: in-flight ingests and delivery attempts get
-// this long to finish. It leaves room, within the 10 s `docker stop` and
-// Kubernetes wait before SIGKILL, for flushing and closing the store
-// after it (a grace of 10 s was SIGKILLed before the store was closed).
+// this long to finish. It leaves room, within the 10 s `docker stop` waits
+// before SIGKILL, for flushing and closing the store after it (a grace of
+// 10 s was SIGKILLed before the store was closed).
 const DefaultGrace = 8 * time.Second
 
 // Options are the process-level settings that are not in config.yaml.

@@ -52,8 +52,8 @@ func TestShutdownIsBoundedByOneGracePeriod(t *testing.T) {
 	}
 }
 
-// dockerStopTimeout is how long `docker stop` (and Kubernetes, by
-// default) waits after SIGTERM before SIGKILL.
+// dockerStopTimeout is how long `docker stop` waits after SIGTERM before
+// SIGKILL (Kubernetes waits 30 s).
 const dockerStopTimeout = 10 * time.Second
 
 // A shutdown that needs all its default grace period (a receiver that

@@ -222,9 +222,33 @@ func (db *DB) Close() error {
 		db.mu.Unlock()
 		<-db.done
 		db.bg.Wait()
-		err = db.db.Close()
+		err = db.closeBadger()
 	})
 	return err
+}
+
+// failedCloseWait bounds the close of a store whose sync failed: Badger's
+// Close flushes the memtables and retries a failed flush for ever, so on a
+// disk that refuses writes it never returned, and a gateway stopping for a
+// restart never exited. What was acknowledged is in the synced log, which
+// the next open replays.
+const failedCloseWait = 2 * time.Second
+
+// closeBadger closes Badger, within failedCloseWait once the store failed
+// (then its goroutines are left to the process's exit).
+func (db *DB) closeBadger() error {
+	ferr := db.failure()
+	if ferr == nil {
+		return db.db.Close()
+	}
+	done := make(chan error, 1)
+	go func() { done <- db.db.Close() }()
+	select {
+	case err := <-done:
+		return errors.Join(ferr, err)
+	case <-time.After(failedCloseWait):
+		return fmt.Errorf("close gave up after %v: %w", failedCloseWait, ferr)
+	}
 }
 
 // Ping reports whether the store is open and accepts a durable write of
