@@ -39,9 +39,10 @@ func (b *background) start(ctx context.Context) {
 		defer b.wg.Done()
 		b.retentionLoop(ctx)
 	}()
+	every := storeCheckEvery
 	go func() {
 		defer b.wg.Done()
-		b.storeCheckLoop(ctx)
+		b.storeCheckLoop(ctx, every)
 	}()
 	go func() {
 		defer b.wg.Done()
@@ -59,8 +60,7 @@ func (b *background) stop() {
 
 // storeCheckLoop pings the store until ctx ends, and stops the gateway
 // if the store failed for good (storeFailed).
-func (b *background) storeCheckLoop(ctx context.Context) {
-	every := storeCheckEvery
+func (b *background) storeCheckLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

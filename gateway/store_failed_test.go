@@ -73,7 +73,8 @@ func TestAStoreThatFailedForGoodStopsTheGateway(t *testing.T) {
 		{"found while idle", func(*gw) {}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defer func(d time.Duration) { storeCheckEvery = d }(storeCheckEvery)
+			d := storeCheckEvery
+			t.Cleanup(func() { storeCheckEvery = d }) // after the gateway's: registered before it
 			storeCheckEvery = 20 * time.Millisecond
 			st := &syncFailedStore{}
 			g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { st.Store = s; return st }})

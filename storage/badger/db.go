@@ -245,7 +245,7 @@ func (db *DB) closeBadger() error {
 	go func() { done <- db.db.Close() }()
 	select {
 	case err := <-done:
-		return errors.Join(ferr, err)
+		return err
 	case <-time.After(failedCloseWait):
 		return fmt.Errorf("close gave up after %v: %w", failedCloseWait, ferr)
 	}
