@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"hookgate/storage"
-
-	bdg "github.com/dgraph-io/badger/v4"
 )
 
 // A claimed delivery whose event record cannot be read must not hold back
@@ -26,12 +24,7 @@ func TestClaimSkipsADeliveryWhoseEventCannotBeRead(t *testing.T) {
 	if _, err := db.Accept(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	err := db.update(ctx, 64, func(txn *bdg.Txn) error {
-		return txn.Set(eventKey(bad.Event.ID), []byte{0xff, 0x00, 0x13})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	damage(t, db, eventKey(bad.Event.ID))
 	jobs, err := db.Claim(ctx, "ep1", now, 10, time.Minute)
 	if err != nil {
 		t.Fatalf("claim: %v", err)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	bdg "github.com/dgraph-io/badger/v4"
-
 	"hookgate/storage"
 )
 
@@ -27,11 +25,7 @@ func TestAnUnreadableEventFailsItsDeliveryAndIsPurged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.update(ctx, 64, func(txn *bdg.Txn) error {
-		return txn.Set(eventKey(bad.Event.ID), []byte{0xff, 0x00, 0x13})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	damage(t, db, eventKey(bad.Event.ID))
 	id := bad.Deliveries[0].ID
 	at := now
 	for i := range 3 { // three lease periods

@@ -98,3 +98,14 @@ func dropTenantIndex(t *testing.T, db *DB) {
 		t.Fatalf("%d index keys left", n)
 	}
 }
+
+// damage overwrites the record at k with bytes that do not decode (the
+// damage RELIABILITY.md sections 6 and 8 deal with).
+func damage(t *testing.T, db *DB, k []byte) {
+	t.Helper()
+	if err := db.update(context.Background(), 64, func(txn *bdg.Txn) error {
+		return txn.Set(k, []byte{0xff, 0x00, 0x13})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,21 +5,8 @@ import (
 	"testing"
 	"time"
 
-	bdg "github.com/dgraph-io/badger/v4"
-
 	"hookgate/storage"
 )
-
-// damageDelivery overwrites a delivery record with bytes that do not
-// decode (the same class of damage as an unreadable event record).
-func damageDelivery(t *testing.T, db *DB, id string) {
-	t.Helper()
-	if err := db.update(context.Background(), 64, func(txn *bdg.Txn) error {
-		return txn.Set(deliveryKey(id), []byte{0xff, 0x00, 0x13})
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // badAndGood stores two events with a delivery each to ep1, the older one
 // (bad) with its delivery record damaged.
@@ -32,7 +19,7 @@ func badAndGood(t *testing.T, db *DB, now time.Time) (bad, good *storage.AcceptR
 			t.Fatal(err)
 		}
 	}
-	damageDelivery(t, db, bad.Deliveries[0].ID)
+	damage(t, db, deliveryKey(bad.Deliveries[0].ID))
 	return bad, good
 }
 
@@ -90,7 +77,7 @@ func TestPurgeRemovesAnUnreadableDeliveryRecord(t *testing.T) {
 	if _, err := db.Accept(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	damageDelivery(t, db, bad.Deliveries[0].ID)
+	damage(t, db, deliveryKey(bad.Deliveries[0].ID))
 	n, err := db.Purge(ctx, now.Add(-time.Hour), 100)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
@@ -157,7 +144,7 @@ func TestPurgeRemovesTheAttemptsOfAnUnreadableDeliveryRecord(t *testing.T) {
 	if n := countKeys(t, db, prefixAttempt); n != 1 {
 		t.Fatalf("%d attempt keys before the purge, want 1", n)
 	}
-	damageDelivery(t, db, j.Delivery.ID)
+	damage(t, db, deliveryKey(j.Delivery.ID))
 	n, err := db.Purge(ctx, now.Add(-time.Hour), 100)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
