@@ -299,15 +299,17 @@ func TestMaxElapsedFailsTheDelivery(t *testing.T) {
 	db, _ := openDB(t)
 	rc := newReceiver(t, status(http.StatusInternalServerError, 1<<30))
 	ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) {
-		ep.Retry = storage.RetryPolicy{InitialInterval: 20 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second,
-			MaxAttempts: 1000, MaxElapsed: 150 * time.Millisecond}
+		ep.Retry = storage.RetryPolicy{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 10 * time.Second,
+			MaxAttempts: 1000, MaxElapsed: 1500 * time.Millisecond}
 	})
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{CircuitFailures: 100}, ep).Notify()
 	waitFor(t, wait, "dead letter", inState(t, db, ds[0].ID, storage.StateFailed))
 
 	as := attempts(t, db, ds[0].ID)
-	// Waits of 20, 40 and 80ms fit in 150ms; the next (160ms) does not.
+	// Waits of 200, 400 and 800ms fit in 1.5s; the next (1.6s) does not.
+	// (With a tenth of these, a runner stalled 130 ms before the first
+	// attempt ended would have seen a single attempt.)
 	if len(as) < 2 || len(as) > 4 || !strings.Contains(as[len(as)-1].Error, "max_elapsed") {
 		t.Fatalf("attempts %+v; want a few, the last saying max_elapsed", as)
 	}
