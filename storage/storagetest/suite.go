@@ -66,6 +66,8 @@ func Run(t *testing.T, o Opener) {
 		"PurgeLimitAndAttempts":          testPurgeLimitAndAttempts,
 		"EnqueueIsAtomic":                testEnqueueIsAtomic,
 		"CatalogAndReplays":              testCatalogAndReplays,
+		"ClaimMaxClaim":                  testClaimMaxClaim,
+		"EnqueueReplayIsAtomic":          testEnqueueReplayIsAtomic,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
