@@ -156,13 +156,14 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		return err
 	}
 	now := a.now()
+	id, derived := newID(c, "ep_", now)
 	ep := storage.Endpoint{
-		ID: storage.NewID("ep_", now), Tenant: cmpOrTenant(who(c)), Timeout: a.g.cfg.Delivery.Timeout.D(),
+		ID: id, Tenant: cmpOrTenant(who(c)), Timeout: a.g.cfg.Delivery.Timeout.D(),
 		MaxInFlight: DefaultMaxInFlight, RateLimit: DefaultRateLimit, Retry: retryPolicy(a.g.cfg.Delivery.Retry),
 		CreatedAt: now, UpdatedAt: now,
 	}
 	if in.ID != nil {
-		ep.ID = *in.ID
+		ep.ID, derived = *in.ID, false
 	}
 	if in.Tenant != nil {
 		ep.Tenant = *in.Tenant
@@ -197,7 +198,11 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		e.retryAfter = 5
 		return e
 	}
-	if _, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
+	if old, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
+		if derived && old.Tenant == ep.Tenant {
+			// This request's first run made it; its answer was lost.
+			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
+		}
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "an endpoint with this id already exists")
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return a.storeError(err, "endpoint")

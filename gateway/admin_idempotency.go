@@ -48,9 +48,9 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	}
 	tenant := who(c).tenant
 	now := a.now()
+	rh := requestHash(c.Method(), c.Path(), c.Request().Body())
 	res, err := a.g.store.ClaimKey(c.UserContext(), storage.IdemClaim{
-		Tenant: tenant, Key: key, RequestHash: requestHash(c.Method(), c.Path(), c.Request().Body()),
-		Now: now, LeaseUntil: now.Add(idemLease),
+		Tenant: tenant, Key: key, RequestHash: rh, Now: now, LeaseUntil: now.Add(idemLease),
 	})
 	if err != nil {
 		return a.storeError(err, "idempotency key")
@@ -68,7 +68,25 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 		e.retryAfter = int(max(1, math.Ceil(res.LeaseUntil.Sub(now).Seconds())))
 		return e
 	}
+	c.Locals(localIdemSeed, []string{tenant, key, string(rh[:])})
 	return a.runClaimed(c, tenant, key, res.LeaseUntil)
+}
+
+// localIdemSeed holds, for a request run under an Idempotency-Key, what
+// newID derives ids from.
+const localIdemSeed = "hookgate.idem-seed"
+
+// newID names what a POST creates (an endpoint, a replay job). Under an
+// Idempotency-Key the id is derived from the tenant, the key and the
+// request, and derived is true: a request whose answer was never stored
+// (the process died between its write and its answer's) is run again once
+// its claim's lease ends, and must find what its first run made instead
+// of making a second endpoint or replay job beside it.
+func newID(c *fiber.Ctx, prefix string, now time.Time) (id string, derived bool) {
+	if seed, ok := c.Locals(localIdemSeed).([]string); ok {
+		return storage.DerivedID(prefix, seed...), true
+	}
+	return storage.NewID(prefix, now), false
 }
 
 // runClaimed executes a request whose key this process holds, then stores

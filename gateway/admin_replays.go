@@ -56,8 +56,9 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 		return err
 	}
 	now := a.now()
+	id, derived := newID(c, "rpl_", now)
 	job := storage.ReplayJob{
-		ID: storage.NewID("rpl_", now), Tenant: who(c).tenant, Source: in.Source, Endpoint: in.Endpoint,
+		ID: id, Tenant: who(c).tenant, Source: in.Source, Endpoint: in.Endpoint,
 		Status: in.Status, State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := a.replayFilters(c, &in, &job); err != nil {
@@ -65,6 +66,19 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
+	if derived {
+		// A request run again after its answer was lost: its first run's
+		// job is running or done, and must not be started twice.
+		old, err := a.g.store.GetReplay(ctx, job.ID)
+		switch {
+		case err == nil && old.Tenant == job.Tenant:
+			return c.Status(fiber.StatusAccepted).JSON(newReplayView(&old))
+		case err == nil:
+			return newAPIError(fiber.StatusConflict, "already-exists", "", "a replay job with this id already exists")
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return a.storeError(err, "replay")
+		}
+	}
 	if err := a.g.store.PutReplay(ctx, &job); err != nil {
 		return a.storeError(err, "replay")
 	}

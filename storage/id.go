@@ -45,12 +45,26 @@ func IDTime(prefix, id string) (t time.Time, ok bool) {
 // the same key, even after the dedupe window has expired, and every
 // endpoint sees the same one.
 func IdempotencyKey(tenant, source, eventID string) string {
+	return "msg_" + idEncoding.EncodeToString(hashParts(tenant, source, eventID)[:20])
+}
+
+// DerivedID returns prefix + a 26-character ID that is a pure function of
+// parts, in NewID's alphabet and length but without its time order. The
+// admin API names what a POST under an Idempotency-Key creates with it, so
+// that the request run again finds what its first run made.
+func DerivedID(prefix string, parts ...string) string {
+	return prefix + idEncoding.EncodeToString(hashParts(parts...)[:16])
+}
+
+// hashParts is SHA-256 over the parts, each length-prefixed so that no two
+// lists share an encoding.
+func hashParts(parts ...string) []byte {
 	h := sha256.New()
-	for _, p := range []string{tenant, source, eventID} {
+	for _, p := range parts {
 		var n [4]byte
 		binary.BigEndian.PutUint32(n[:], uint32(len(p)))
 		h.Write(n[:])
 		h.Write([]byte(p))
 	}
-	return "msg_" + idEncoding.EncodeToString(h.Sum(nil)[:20])
+	return h.Sum(nil)
 }

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// lostAnswers is the real store as a process that dies between an
+// idempotent POST's write and the write of its answer leaves it: the
+// answer is never stored, and the key's claim holds until its lease ends,
+// after which SPEC section 5 runs the retry again. Leases are short here,
+// so that the retry comes soon.
+type lostAnswers struct {
+	storage.Store
+	lease time.Duration
+}
+
+func (s *lostAnswers) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemResult, error) {
+	c.LeaseUntil = c.Now.Add(s.lease)
+	return s.Store.ClaimKey(ctx, c)
+}
+
+func (s *lostAnswers) FinishKey(context.Context, string, string, time.Time, storage.Response, time.Time) error {
+	return errors.New("the process died before the answer was stored")
+}
+
+// rerun sends a POST under key until it runs again (the first run's claim
+// has ended), and returns that answer, which must have status want.
+func rerun[T any](t *testing.T, g *gw, path string, body any, key string, want int) T {
+	t.Helper()
+	var got T
+	waitFor(t, 10*time.Second, "the lost answer's claim to end and the retry to run", func() bool {
+		st, _, b := g.api("POST", path, acmeToken, body, "Idempotency-Key", key)
+		if st == 409 { // the claim still holds
+			return false
+		}
+		if st != want {
+			t.Fatalf("run again: %d %s", st, b)
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
+	return got
+}
+
+// A POST /endpoints without an id, run again after its answer was lost,
+// answers with the endpoint its first run made, secret included, instead
+// of making a second endpoint (which would get every event again).
+func TestCreateEndpointRunAgainAfterLostAnswer(t *testing.T) {
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store {
+		return &lostAnswers{Store: s, lease: time.Second}
+	}})
+	before := countEndpoints(t, g)
+	body := jsonMap{"url": "http://receiver.test/lost"}
+	first := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "lost-1"))
+	again := rerun[endpointView](t, g, "/endpoints", body, "lost-1", 201)
+	if again.ID != first.ID || again.Secret != first.Secret || again.URL != first.URL {
+		t.Fatalf("run again: %+v, first run: %+v", again, first)
+	}
+	if n := countEndpoints(t, g); n != before+1 {
+		t.Fatalf("%d endpoints, want %d", n, before+1)
+	}
+
+	// Another key is another request: another endpoint.
+	other := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "lost-2"))
+	if other.ID == first.ID {
+		t.Fatalf("two keys made one id %s", other.ID)
+	}
+	// Without a key every POST makes a new endpoint.
+	plain1 := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
+	plain2 := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
+	if plain1.ID == plain2.ID || plain1.Secret == plain2.Secret {
+		t.Fatalf("two POSTs without a key: %s and %s", plain1.ID, plain2.ID)
+	}
+	// An id the request names is the request's: taken, it stays a 409.
+	named := jsonMap{"id": "named-lost", "url": "http://receiver.test/lost"}
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, named, "Idempotency-Key", "lost-3"))
+	wantProblem(t, "named id taken", 409, "id")(g.api("POST", "/endpoints", acmeToken, named, "Idempotency-Key", "lost-4"))
+}
+
+// A bulk replay run again after its answer was lost answers with the job
+// its first run started, and starts no second one: every matched event
+// goes out once more, not twice.
+func TestCreateReplayRunAgainAfterLostAnswer(t *testing.T) {
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store {
+		return &lostAnswers{Store: s, lease: time.Second}
+	}})
+	body := jsonMap{"source": "open"}
+	first := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "lost-replay"))
+	again := rerun[replayView](t, g, "/replays", body, "lost-replay", 202)
+	if again.ID != first.ID {
+		t.Fatalf("run again started job %s; the first run's is %s", again.ID, first.ID)
+	}
+	other := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "another"))
+	if other.ID == first.ID {
+		t.Fatalf("two keys, one job %s", other.ID)
+	}
+}
