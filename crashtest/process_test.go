@@ -280,14 +280,18 @@ func (s *supervisor) killDuringStartup(delay time.Duration) error {
 
 // stop sends SIGTERM and expects a clean exit (status 0) within
 // stopTimeout, as SPEC section 1 promises.
-func (s *supervisor) stop() error {
+func (s *supervisor) stop() error { return s.stopWith(syscall.SIGTERM) }
+
+// stopWith sends sig and expects a graceful stop: exit status 0 within
+// stopTimeout.
+func (s *supervisor) stopWith(sig syscall.Signal) error {
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
 	if !p.alive() {
-		return fmt.Errorf("run %d exited on its own before SIGTERM (%s)\n%s", p.n, p.state, tail(p.log, 40))
+		return fmt.Errorf("run %d exited on its own before %v (%s)\n%s", p.n, sig, p.state, tail(p.log, 40))
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(sig); err != nil {
 		return err
 	}
 	timer := time.NewTimer(stopTimeout)
@@ -295,10 +299,10 @@ func (s *supervisor) stop() error {
 	select {
 	case <-p.exited:
 	case <-timer.C:
-		return fmt.Errorf("run %d still running %v after SIGTERM\n%s", p.n, stopTimeout, tail(p.log, 40))
+		return fmt.Errorf("run %d still running %v after %v\n%s", p.n, stopTimeout, sig, tail(p.log, 40))
 	}
 	if !p.state.Success() {
-		return fmt.Errorf("run %d: SIGTERM ended with %s, want exit status 0\n%s", p.n, p.state, tail(p.log, 40))
+		return fmt.Errorf("run %d: %v ended with %s, want exit status 0\n%s", p.n, sig, p.state, tail(p.log, 40))
 	}
 	return nil
 }

@@ -86,3 +86,25 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		t.Fatalf("ended with %s, want killed by the second SIGTERM\n%s", p.state, tail(p.log, 20))
 	}
 }
+
+// TestSIGHUPStopsGracefully: a hangup (the terminal or SSH session that
+// started the gateway went away) stops it like SIGTERM, exit 0 with the
+// store closed, instead of Go's default for SIGHUP: ending the process at
+// once, cutting every request in flight.
+func TestSIGHUPStopsGracefully(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer rcv.Close()
+	sup := newSupervisor(t, buildBinary(t), rcv.URL)
+	if err := sup.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.stopWith(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(sup.current().log); !strings.Contains(string(b), "stopping gracefully") {
+		t.Fatalf("no graceful stop in the log\n%s", tail(sup.current().log, 20))
+	}
+}

@@ -15,9 +15,6 @@ import (
 	"syscall"
 )
 
-// defaultMemoryLimit is the Go soft memory limit when GOMEMLIMIT is unset.
-const defaultMemoryLimit = 1 << 30
-
 // Build describes the binary: its version and the config it embeds.
 type Build struct {
 	Version string
@@ -99,9 +96,10 @@ func serve(args []string, b Build, stderr io.Writer) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit: the GC works harder near it instead of letting the
 		// heap double (Badger's compaction buffers come and go in bursts).
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		cg, _ := os.ReadFile("/proc/self/cgroup")
+		debug.SetMemoryLimit(memoryLimit(string(cg), "/sys/fs/cgroup"))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// After the first signal, a second one ends the process at once (the
 	// default action), as an operator pressing Ctrl-C twice expects: what
