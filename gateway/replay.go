@@ -124,8 +124,18 @@ func (r *replayRunner) resume(ctx context.Context) {
 // run works through one job, batch after batch, until it is done, fails,
 // or ctx ends (then it stays running, to be resumed).
 func (r *replayRunner) run(ctx context.Context, id string) {
-	// Read the job again: it may have finished since it was listed.
-	job, err := r.store.GetReplay(ctx, id)
+	// Read the job again: it may have finished since it was listed. A
+	// read that fails is retried like a step: given up at once, the job
+	// would show as running until the next start.
+	var job storage.ReplayJob
+	err := backoff.Retry(func() error {
+		var err error
+		job, err = r.store.GetReplay(ctx, id)
+		if errors.Is(err, storage.ErrNotFound) || ctx.Err() != nil {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(replayBackoff(), ctx))
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Error("read replay", "replay", id, "err", err)
@@ -153,8 +163,6 @@ var replayRetryFor = time.Minute
 // job's stored progress (step): what a write stored is not written again.
 // A bad cursor fails the job at once.
 func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
 	tried := false
 	return backoff.Retry(func() error {
 		if tried {
@@ -179,7 +187,15 @@ func (r *replayRunner) stepWithRetry(ctx context.Context, job *storage.ReplayJob
 		}
 		r.log.Warn("replay step failed; retrying", "replay", job.ID, "err", err)
 		return err
-	}, backoff.WithContext(b, ctx))
+	}, backoff.WithContext(replayBackoff(), ctx))
+}
+
+// replayBackoff paces the tries of a job's store operation that failed:
+// for up to replayRetryFor.
+func replayBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
+	return b
 }
 
 // replayed is one listed event of a step and the deliveries chosen for it.
@@ -405,13 +421,11 @@ func (r *replayRunner) fail(ctx context.Context, job *storage.ReplayJob, err err
 		job.Error = "the replay's cursor is invalid"
 	}
 	job.UpdatedAt = time.Now().UTC()
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, replayRetryFor
 	err = backoff.Retry(func() error {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayWriteTimeout)
 		defer cancel()
 		return r.store.PutReplay(wctx, job)
-	}, backoff.WithContext(b, ctx))
+	}, backoff.WithContext(replayBackoff(), ctx))
 	if err != nil {
 		r.log.Error("record failed replay", "replay", job.ID, "err", err)
 	}

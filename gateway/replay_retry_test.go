@@ -117,3 +117,35 @@ func TestBulkReplayRetriesRecordingItsFailure(t *testing.T) {
 		t.Fatalf("job: %+v (failed writes still to come: %d)", job, fs.fails.Load())
 	}
 }
+
+// A bulk replay whose first read of its job fails (the store briefly
+// unreadable) retries the read like a step, and completes once the store
+// reads again, instead of staying running until the next start.
+func TestBulkReplayRetriesItsFirstRead(t *testing.T) {
+	rcv := newReceiver(t)
+	fs := &failReplayReads{}
+	fs.fails.Store(2)
+	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { fs.Store = s; return fs })
+	ingestN(t, g, "rf", 3)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
+
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	waitFor(t, 10*time.Second, "the failed reads", func() bool { return fs.fails.Load() <= 0 })
+	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Enqueued != 3 {
+		t.Fatalf("job: %+v", job)
+	}
+	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool { return rcv.count() == 6 })
+}
+
+// failReplayReads fails the first reads of a replay job.
+type failReplayReads struct {
+	storage.Store
+	fails atomic.Int32
+}
+
+func (f *failReplayReads) GetReplay(ctx context.Context, id string) (storage.ReplayJob, error) {
+	if f.fails.Add(-1) >= 0 {
+		return storage.ReplayJob{}, errInjected
+	}
+	return f.Store.GetReplay(ctx, id)
+}
