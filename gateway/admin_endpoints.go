@@ -171,6 +171,17 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	if err := checkTenant(who(c), ep.Tenant); err != nil {
 		return err
 	}
+	if derived {
+		// Run again: what the first run made is the answer, whatever has
+		// changed since (the checks below are for a new endpoint).
+		old, err := a.g.store.GetEndpoint(c.UserContext(), ep.ID)
+		switch {
+		case err == nil && old.Tenant == ep.Tenant:
+			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return a.storeError(err, "endpoint")
+		}
+	}
 	if in.URL == nil {
 		return unprocessable("url", "required")
 	}
@@ -198,11 +209,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		e.retryAfter = 5
 		return e
 	}
-	if old, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
-		if derived && old.Tenant == ep.Tenant {
-			// This request's first run made it; its answer was lost.
-			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
-		}
+	if _, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "an endpoint with this id already exists")
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return a.storeError(err, "endpoint")

@@ -51,6 +51,7 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	rh := requestHash(c.Method(), c.Path(), c.Request().Body())
 	res, err := a.g.store.ClaimKey(c.UserContext(), storage.IdemClaim{
 		Tenant: tenant, Key: key, RequestHash: rh, Now: now, LeaseUntil: now.Add(idemLease),
+		Remember: now.Add(a.g.cfg.Dedupe.TTL.D()),
 	})
 	if err != nil {
 		return a.storeError(err, "idempotency key")
@@ -68,7 +69,7 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 		e.retryAfter = int(max(1, math.Ceil(res.LeaseUntil.Sub(now).Seconds())))
 		return e
 	}
-	c.Locals(localIdemSeed, []string{tenant, key, string(rh[:])})
+	c.Locals(localIdemSeed, []string{tenant, key, string(rh[:]), res.Since.UTC().Format(time.RFC3339Nano)})
 	return a.runClaimed(c, tenant, key, res.LeaseUntil)
 }
 
@@ -77,11 +78,13 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 const localIdemSeed = "hookgate.idem-seed"
 
 // newID names what a POST creates (an endpoint, a replay job). Under an
-// Idempotency-Key the id is derived from the tenant, the key and the
-// request, and derived is true: a request whose answer was never stored
-// (the process died between its write and its answer's) is run again once
-// its claim's lease ends, and must find what its first run made instead
-// of making a second endpoint or replay job beside it.
+// Idempotency-Key the id is derived from the tenant, the key, the request
+// and when this use of the key began (IdemResult.Since), and derived is
+// true: a request whose answer was never stored (the process died between
+// its write and its answer's, or a store error made the write's outcome
+// unknown) is run again, and must find what its first run made instead of
+// making a second endpoint or replay job beside it. A key used again after
+// dedupe.ttl is a new use: a new id.
 func newID(c *fiber.Ctx, prefix string, now time.Time) (id string, derived bool) {
 	if seed, ok := c.Locals(localIdemSeed).([]string); ok {
 		return storage.DerivedID(prefix, seed...), true

@@ -103,3 +103,38 @@ func TestCreateReplayRunAgainAfterLostAnswer(t *testing.T) {
 		t.Fatalf("two keys, one job %s", other.ID)
 	}
 }
+
+// A create whose write was stored but reported failed (a timeout after
+// the write: the answer is a 503, and the key is given up so that a retry
+// runs again) is found by that retry, not made a second time; a bulk
+// replay found that way is run.
+func TestCreateRunAgainAfterAnAmbiguousWriteFindsIt(t *testing.T) {
+	rcv := newReceiver(t)
+	g, fs := startFaulty(t, endpointA(rcv))
+	before := countEndpoints(t, g)
+	body := jsonMap{"url": "http://receiver.test/ambiguous"}
+	fs.set(faultAfter, "PutEndpoint")
+	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-ep")
+	want503(t, "endpoint write reported failed", st, hdr, b)
+	fs.set(faultNone, "PutEndpoint")
+	again := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-ep"))
+	if n := countEndpoints(t, g); n != before+1 || again.URL != "http://receiver.test/ambiguous" {
+		t.Fatalf("%d endpoints (want %d), answer %+v", n, before+1, again)
+	}
+
+	ingestN(t, g, "amb", 2)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
+	fs.set(faultAfter, "PutReplay")
+	st, hdr, b = g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl")
+	want503(t, "replay job write reported failed", st, hdr, b)
+	fs.set(faultNone, "PutReplay")
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl"))
+	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Enqueued != 2 {
+		t.Fatalf("job: %+v", job)
+	}
+	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool { return rcv.count() == 4 })
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Limit: 100})
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("%d deliveries, %v; want 4 (2 events, replayed once)", len(ds), err)
+	}
+}

@@ -61,24 +61,28 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 		ID: id, Tenant: who(c).tenant, Source: in.Source, Endpoint: in.Endpoint,
 		Status: in.Status, State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now,
 	}
+	if derived {
+		// Run again: the first run's job is the answer, and must not be
+		// started twice, whatever has changed since (the filters are
+		// checked for a new job).
+		old, err := a.g.store.GetReplay(c.UserContext(), job.ID)
+		switch {
+		case err == nil && who(c).sees(old.Tenant):
+			if old.State == storage.ReplayRunning {
+				a.g.bg.replays.Submit(old.ID) // unless it runs (a write whose outcome was unknown)
+			}
+			return c.Status(fiber.StatusAccepted).JSON(newReplayView(&old))
+		case err == nil:
+			return newAPIError(fiber.StatusConflict, "already-exists", "", "a replay job with this id already exists")
+		case !errors.Is(err, storage.ErrNotFound):
+			return a.storeError(err, "replay")
+		}
+	}
 	if err := a.replayFilters(c, &in, &job); err != nil {
 		return err
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if derived {
-		// A request run again after its answer was lost: its first run's
-		// job is running or done, and must not be started twice.
-		old, err := a.g.store.GetReplay(ctx, job.ID)
-		switch {
-		case err == nil && old.Tenant == job.Tenant:
-			return c.Status(fiber.StatusAccepted).JSON(newReplayView(&old))
-		case err == nil:
-			return newAPIError(fiber.StatusConflict, "already-exists", "", "a replay job with this id already exists")
-		case err != nil && !errors.Is(err, storage.ErrNotFound):
-			return a.storeError(err, "replay")
-		}
-	}
 	if err := a.g.store.PutReplay(ctx, &job); err != nil {
 		return a.storeError(err, "replay")
 	}

@@ -424,6 +424,11 @@ type IdemClaim struct {
 	RequestHash [32]byte
 	Now         time.Time
 	LeaseUntil  time.Time
+	// Remember is how long the use of the key this claim begins is
+	// remembered when its request never stores an answer (it died, or
+	// gave the key up after a 5xx): until then a retry of the same request
+	// continues that use (IdemResult.Since). Zero: until LeaseUntil.
+	Remember time.Time
 }
 
 // IdemState is the outcome of ClaimKey.
@@ -446,6 +451,13 @@ type IdemResult struct {
 	State      IdemState
 	Response   Response
 	LeaseUntil time.Time
+	// Since is, with IdemNew, when this use of the key began: the Now of
+	// the first claim of the same request, kept while that use is
+	// remembered (IdemClaim.Remember) however often a dead or given-up
+	// claim is taken over; a new Now once the key expired, or for another
+	// request. What a request creates may be named after it: every run of
+	// one use then names the same thing.
+	Since time.Time
 }
 
 // ReplayState is where a bulk replay is.

@@ -12,12 +12,15 @@ import (
 
 // idemRecord is an admin Idempotency-Key: running under a lease, or done
 // with its stored response until Expires.
+// A claim's Expires is how long its use of the key is remembered
+// (IdemClaim.Remember); Since is when that use began (IdemResult.Since).
 type idemRecord struct {
 	Hash       [32]byte         `json:"h"`
 	Done       bool             `json:"d"`
 	LeaseUntil time.Time        `json:"l,omitzero"`
 	Response   storage.Response `json:"r"`
 	Expires    time.Time        `json:"x"`
+	Since      time.Time        `json:"s,omitzero"`
 }
 
 // ClaimKey atomically claims (tenant, key) for one request.
@@ -46,10 +49,20 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 			}
 			return nil
 		}
-		// Absent, expired, or a lease left behind by a dead request: take it.
-		res = storage.IdemResult{State: storage.IdemNew, LeaseUntil: c.LeaseUntil}
-		rec = idemRecord{Hash: c.RequestHash, LeaseUntil: c.LeaseUntil, Expires: c.LeaseUntil}
-		return putRecordUntil(txn, k, &rec, time.Now().Add(c.LeaseUntil.Sub(c.Now)+time.Hour))
+		// Absent, expired, or a claim left behind by a dead request (or
+		// given up after a 5xx): take it. A retry of that same request
+		// continues its use of the key.
+		since := c.Now
+		if err == nil && !rec.Done && rec.Hash == c.RequestHash && !rec.Since.IsZero() && c.Now.Before(rec.Expires) {
+			since = rec.Since
+		}
+		keep := c.LeaseUntil
+		if c.Remember.After(keep) {
+			keep = c.Remember
+		}
+		res = storage.IdemResult{State: storage.IdemNew, LeaseUntil: c.LeaseUntil, Since: since}
+		rec = idemRecord{Hash: c.RequestHash, LeaseUntil: c.LeaseUntil, Expires: keep, Since: since}
+		return putRecordUntil(txn, k, &rec, time.Now().Add(keep.Sub(c.Now)))
 	})
 	return res, err
 }
@@ -68,14 +81,18 @@ func (db *DB) FinishKey(ctx context.Context, tenant, key string, lease time.Time
 	})
 }
 
-// AbandonKey drops a claim so that a retry executes the request again.
+// AbandonKey ends a claim so that a retry executes the request again. Its
+// use of the key is remembered (a 5xx may follow a write that was stored
+// all the same): the retry continues it.
 func (db *DB) AbandonKey(ctx context.Context, tenant, key string, lease time.Time) error {
 	k := idemKey(tenant, key)
-	return db.update(ctx, 64, func(txn *bdg.Txn) error {
-		if _, err := heldKey(txn, k, lease); err != nil {
+	return db.update(ctx, 256, func(txn *bdg.Txn) error {
+		rec, err := heldKey(txn, k, lease)
+		if err != nil {
 			return err
 		}
-		return txn.Delete(k)
+		rec.LeaseUntil = time.Time{}
+		return putRecordUntil(txn, k, &rec, time.Now().Add(time.Until(rec.Expires)))
 	})
 }
 

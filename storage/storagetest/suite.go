@@ -49,6 +49,7 @@ func Run(t *testing.T, o Opener) {
 		"UpdateEndpoint":                 testUpdateEndpoint,
 		"IdempotencyKeys":                testIdempotencyKeys,
 		"IdempotencyConcurrent":          testIdempotencyConcurrent,
+		"IdempotencyKeySince":            testIdempotencyKeySince,
 		"Replays":                        testReplays,
 		"Purge":                          testPurge,
 		"PurgeKeepsFreshRetries":         testPurgeKeepsFreshRetries,

@@ -5,6 +5,7 @@ package storagetest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"testing"
@@ -398,5 +399,53 @@ func testEnqueueReplayIsAtomic(t *testing.T, o Opener) {
 	ok(s.EnqueueReplay(ctx, &progress, nil))
 	if got := must(s.GetReplay(ctx, job.ID)); got.State != storage.ReplayCompleted {
 		t.Fatalf("job after a progress-only EnqueueReplay: %+v", got)
+	}
+}
+
+// A use of an admin key (IdemResult.Since) goes on across takeovers of a
+// dead or given-up claim of the same request while it is remembered, also
+// across a restart; it is new for another request, once forgotten, and
+// after the stored answer expired.
+func testIdempotencyKeySince(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	h1, h2 := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	claim := func(key string, h [32]byte, at time.Time) storage.IdemResult {
+		return must(s.ClaimKey(ctx, storage.IdemClaim{Tenant: "acme", Key: key, RequestHash: h, Now: at,
+			LeaseUntil: at.Add(30 * time.Second), Remember: at.Add(time.Hour)}))
+	}
+	first := claim("k", h1, now)
+	if first.State != storage.IdemNew || !first.Since.Equal(now) {
+		t.Fatalf("first claim: %+v, want new since %v", first, now)
+	}
+	// It died: the retry after its lease continues its use.
+	second := claim("k", h1, now.Add(31*time.Second))
+	if second.State != storage.IdemNew || !second.Since.Equal(now) {
+		t.Fatalf("taking over a dead claim: %+v, want since %v", second, now)
+	}
+	// It gave the key up after a 5xx: the retry continues too.
+	ok(s.AbandonKey(ctx, "acme", "k", second.LeaseUntil))
+	if o.Reopen != nil {
+		s = o.Reopen(t, s) // the old one's Close (open's cleanup) does nothing
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	third := claim("k", h1, now.Add(40*time.Second))
+	if third.State != storage.IdemNew || !third.Since.Equal(now) {
+		t.Fatalf("after AbandonKey and a restart: %+v, want since %v", third, now)
+	}
+	// Once its use is forgotten, the same request begins a new one.
+	late := now.Add(2 * time.Hour)
+	if r := claim("k", h1, late); r.State != storage.IdemNew || !r.Since.Equal(late) {
+		t.Fatalf("after Remember: %+v, want since %v", r, late)
+	}
+	// Another request taking a dead claim over begins its own use.
+	claim("k2", h1, now)
+	if r := claim("k2", h2, now.Add(31*time.Second)); r.State != storage.IdemNew || !r.Since.Equal(now.Add(31*time.Second)) {
+		t.Fatalf("another request: %+v", r)
+	}
+	// An answered key used again after its answer expired: a new use.
+	r := claim("k3", h1, now)
+	ok(s.FinishKey(ctx, "acme", "k3", r.LeaseUntil, storage.Response{Status: 201}, now.Add(time.Minute)))
+	if r := claim("k3", h1, now.Add(2*time.Minute)); r.State != storage.IdemNew || !r.Since.Equal(now.Add(2*time.Minute)) {
+		t.Fatalf("after the answer expired: %+v", r)
 	}
 }
