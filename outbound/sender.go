@@ -80,7 +80,20 @@ func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Jo
 		res.attempt.Latency = time.Since(start)
 		return res
 	}
-	excerpt, readErr := readExcerpt(resp.Body)
+	// Once the attempt ends, its body is closed: a 101 answer (never asked
+	// for) hands over the raw connection, which the request's context no
+	// longer reaches, and a receiver that then sent nothing held the
+	// attempt, its slot and the shutdown for good. Such an answer is not
+	// read at all.
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
+	var excerpt string
+	var readErr error
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		_ = resp.Body.Close()
+	} else {
+		excerpt, readErr = readExcerpt(resp.Body)
+	}
+	stop()
 	res.attempt.Latency = time.Since(start)
 	res.answer = Answer{StatusCode: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
 	res.attempt.StatusCode = resp.StatusCode
