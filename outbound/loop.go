@@ -176,7 +176,7 @@ func (l *endpointLoop) plan(now time.Time) plan {
 	if l.limiter != nil {
 		tokens := l.limiter.TokensAt(now)
 		if tokens < 1 {
-			p.wait = max(time.Duration((1-tokens)/float64(l.limiter.Limit())*float64(time.Second)), minIdleWait)
+			p.wait = tokenWait(tokens, float64(l.limiter.Limit()), l.d.cfg.Poll)
 			return p
 		}
 		free = min(free, int(tokens))
@@ -188,6 +188,19 @@ func (l *endpointLoop) plan(now time.Time) plan {
 	}
 	l.d.cfg.Metrics.InFlight(l.id, p.n)
 	return p
+}
+
+// tokenWait is how long until a rate limiter of limit tokens per second
+// holding tokens (< 1) has one: at least minIdleWait, at most poll (the
+// loop plans again then). A tiny rate_limit's wait does not fit in a
+// Duration; converted, it came out negative, and the loop woke every
+// millisecond for as long as the endpoint existed.
+func tokenWait(tokens, limit float64, poll time.Duration) time.Duration {
+	secs := (1 - tokens) / limit
+	if !(secs < poll.Seconds()) { // also NaN, +Inf
+		return max(poll, minIdleWait)
+	}
+	return max(time.Duration(secs*float64(time.Second)), minIdleWait)
 }
 
 // maxInFlight is the endpoint's max_in_flight, or the default when unset.
