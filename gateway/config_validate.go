@@ -90,7 +90,8 @@ func (d *decoder) positive(key string, v Duration) {
 }
 
 // maxTimeout bounds a delivery attempt's timeout: an attempt holds its
-// lease (the timeout and a margin) and a max_in_flight slot that long.
+// lease (the timeout and a margin, at most storage.MaxLease) and a
+// max_in_flight slot that long.
 const maxTimeout = time.Hour
 
 func (d *decoder) timeout(key string, v Duration) {

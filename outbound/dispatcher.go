@@ -367,7 +367,7 @@ func (d *Dispatcher) startLoop(l *endpointLoop) {
 
 // leaseFor is how long a claim on ep lasts: longer than any attempt.
 func (d *Dispatcher) leaseFor(ep *storage.Endpoint) time.Duration {
-	return max(d.cfg.Lease, cmp.Or(ep.Timeout, d.cfg.DefaultTimeout)+leaseMargin)
+	return min(storage.MaxLease, max(d.cfg.Lease, cmp.Or(ep.Timeout, d.cfg.DefaultTimeout)+leaseMargin))
 }
 
 // errAlreadyDisabled stops an update of an endpoint already disabled (or

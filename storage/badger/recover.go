@@ -10,10 +10,14 @@ import (
 	"hookgate/storage"
 )
 
-// staleClaimWindow bounds how far ahead of now, beyond an endpoint's
-// attempt timeout, Open looks for claims: a lease is the attempt timeout
-// plus a margin (or the dispatcher's default lease, a minute), so claims
-// made by a process that died are never due further ahead than this.
+// staleClaimWindow is how far ahead of now, beyond the longest lease
+// (storage.MaxLease), Open looks for claims: for a clock stepped back a
+// little between a crash and the restart. It was once beyond the
+// endpoint's own timeout, but a claim's lease may be longer than that:
+// the dispatcher's default lease follows delivery.timeout, and the
+// endpoint's timeout may have been lowered while the attempt was in
+// flight. Such claims stayed "delivering" after a crash until their lease
+// ended, up to an hour.
 const staleClaimWindow = 10 * time.Minute
 
 // releaseStaleClaims makes every delivery still claimed by an earlier
@@ -40,7 +44,7 @@ func (db *DB) releaseStaleClaims(ctx context.Context, now time.Time) (int, error
 				if !ok {
 					continue
 				}
-				if due.After(now.Add(ep.Timeout + staleClaimWindow)) {
+				if due.After(now.Add(storage.MaxLease + staleClaimWindow)) {
 					break
 				}
 				d, err := getDelivery(txn, id)
