@@ -57,7 +57,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 	})
-	app.Use(recoverPanics(g.log), checkFraming, refuseEncodedBodies)
+	app.Use(recoverPanics(g.log, g.metrics.refused("admin", "panic")), checkFraming(g.metrics.refused("admin", "framing")), refuseEncodedBodies)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", g.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))

@@ -220,7 +220,8 @@ func (g *Gateway) init(ctx context.Context) error {
 		IdleTimeout:           120 * time.Second,
 		ReadBufferSize:        16 << 10,
 	})
-	g.public.Use(recoverPanics(g.log), checkFraming, g.countRefusedEncodings, refuseEncodedBodies)
+	g.public.Use(recoverPanics(g.log, g.metrics.refused("ingest", "panic")), checkFraming(g.metrics.refused("ingest", "framing")),
+		g.countRefusedEncodings, refuseEncodedBodies)
 	g.public.Post("/ingest/:source", g.ingest)
 	g.admin = g.newAdminApp()
 	return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"hookgate/inbound"
 	"hookgate/storage"
@@ -126,16 +127,19 @@ func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
 // parsed the chunks is not possible, so every chunked request ends its
 // connection: bytes after the chunked body are never read as a second
 // request. Providers rarely chunk, so this costs little.
-func checkFraming(c *fiber.Ctx) error {
-	if contentLengths(c.Request().Header.RawHeaders()) > 1 {
-		c.Context().SetConnectionClose()
-		return problem(c, fiber.StatusBadRequest, "bad-request", "Bad Request",
-			"Content-Length is sent more than once")
+func checkFraming(counted prometheus.Counter) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if contentLengths(c.Request().Header.RawHeaders()) > 1 {
+			counted.Inc()
+			c.Context().SetConnectionClose()
+			return problem(c, fiber.StatusBadRequest, "bad-request", "Bad Request",
+				"Content-Length is sent more than once")
+		}
+		if c.Request().Header.ContentLength() == -1 {
+			c.Context().SetConnectionClose()
+		}
+		return c.Next()
 	}
-	if c.Request().Header.ContentLength() == -1 {
-		c.Context().SetConnectionClose()
-	}
-	return c.Next()
 }
 
 // contentLengths counts the Content-Length lines of a raw header block.

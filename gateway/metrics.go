@@ -22,6 +22,7 @@ type metrics struct {
 	deliveredTotal *prometheus.CounterVec
 	e2eLatency     prometheus.Histogram
 	inFlight       *prometheus.GaugeVec
+	refusedTotal   *prometheus.CounterVec
 
 	// ingestCounters caches ingestTotal's children by ingestLabels: the
 	// vector's own lookup hashes the label values on every request.
@@ -59,14 +60,24 @@ func newMetrics(store storage.Store) *metrics {
 			Name: "hookgate_delivery_in_flight",
 			Help: "Delivery attempts in flight, by endpoint.",
 		}, []string{"endpoint"}),
+		refusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_http_refused_total",
+			Help: "Requests answered before or without their route's own outcome, by listener (ingest, admin) and reason: framing (Content-Length sent twice: 400), panic (a handler panicked: 500).",
+		}, []string{"listener", "reason"}),
 	}
-	m.reg.MustRegister(m.ingestTotal, m.attemptsTotal, m.attemptLatency, m.deliveredTotal, m.e2eLatency, m.inFlight,
+	m.reg.MustRegister(m.ingestTotal, m.attemptsTotal, m.attemptLatency, m.deliveredTotal, m.e2eLatency, m.inFlight, m.refusedTotal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newOutboxCollector(store))
 	if sr, ok := store.(storage.SyncReporter); ok {
 		m.reg.MustRegister(newSyncCollector(sr))
 	}
 	return m
+}
+
+// refused is the counter of requests a listener answered for reason (see
+// refusedTotal); its series shows 0 from the start.
+func (m *metrics) refused(listener, reason string) prometheus.Counter {
+	return m.refusedTotal.WithLabelValues(listener, reason)
 }
 
 func (m *metrics) ingest(source, outcome string) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // problemBase prefixes every problem type; the slug after it names the case.
@@ -112,12 +113,13 @@ func problemSlug(code int) string {
 // write is answered from the store when the provider retries; an admin
 // POST's Idempotency-Key stays claimed until its lease ends, as after a
 // crash.
-func recoverPanics(log *slog.Logger) fiber.Handler {
+func recoverPanics(log *slog.Logger, counted prometheus.Counter) fiber.Handler {
 	return func(c *fiber.Ctx) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("a request handler panicked", "method", c.Method(), "path", c.Path(),
 					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				counted.Inc()
 				err = fiber.ErrInternalServerError
 			}
 		}()
