@@ -59,7 +59,9 @@ func (b *background) stop() {
 }
 
 // storeCheckLoop pings the store until ctx ends, and stops the gateway
-// if the store failed for good (storeFailed).
+// if the store failed for good (storeFailed). It also reloads a registry
+// whose last reload failed: a deleted endpoint stayed in memory, a new one
+// got nothing, until the next change through the admin API.
 func (b *background) storeCheckLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -73,6 +75,9 @@ func (b *background) storeCheckLoop(ctx context.Context, every time.Duration) {
 		err := b.g.store.Ping(pctx)
 		cancel()
 		b.g.storeFailed(err)
+		if err == nil && b.g.reloadFailed.Load() {
+			b.g.reloadRegistry()
+		}
 	}
 }
 

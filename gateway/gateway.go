@@ -16,6 +16,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -80,8 +81,12 @@ type Gateway struct {
 	publicLn, adminLn *trackingListener
 	serveErr          chan error
 	failOnce          sync.Once // storeFailed reports once
-	stopOnce          sync.Once
-	stopErr           error
+	// reloadFailed is set while the registry in memory may be older than
+	// the store's catalog (a reload after a change failed to read it):
+	// the store check reloads it.
+	reloadFailed atomic.Bool
+	stopOnce     sync.Once
+	stopErr      error
 }
 
 // New opens the store, applies the config's sources and endpoints, and
@@ -258,8 +263,9 @@ func (g *Gateway) reloadRegistry() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := g.reg.reload(ctx, func(snap *snapshot) { g.disp.SetEndpoints(snap.endpoints) })
+	g.reloadFailed.Store(err != nil)
 	if err != nil {
-		g.log.Error("reload sources and endpoints", "err", err)
+		g.log.Error("reload sources and endpoints; trying again with the next store check", "err", err)
 	}
 }
 
