@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -130,7 +131,9 @@ type publishRequest struct {
 // exactly like an ingest request of its source (dedupe on the event ID,
 // deliveries to every subscribed endpoint) without signature checks. An
 // absent event_id is derived like ingest does: the source's event_id
-// expression on the payload, else the SHA-256 of the payload.
+// expression on the payload, else the request's Idempotency-Key, else the
+// SHA-256 of the payload. (Without the key, two publishes of one payload
+// under two keys were one event.)
 func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 	var in publishRequest
 	if err := decodeJSON(c, &in, false); err != nil {
@@ -151,6 +154,7 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 			fmt.Sprintf("the payload is larger than server.max_body (%d bytes)", a.g.cfg.Server.MaxBody))
 	}
 	res, err := a.g.acc.Accept(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
+		Header:     publishHeader(c.Get(headerIdempotencyKey)),
 		SkipVerify: true, EventID: in.EventID, Type: in.Type, Body: in.Payload,
 		ContentType: fiber.MIMEApplicationJSON, Headers: map[string]string{},
 	})
@@ -158,6 +162,17 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 		return a.g.ingestError(c, src.ID, err)
 	}
 	return a.g.answerAccepted(c, src.ID, res)
+}
+
+// publishHeader shows the event-ID rules a publish's Idempotency-Key, and
+// no other header of the admin request (its Authorization above all).
+type publishHeader string
+
+func (k publishHeader) Get(name string) string {
+	if strings.EqualFold(name, headerIdempotencyKey) {
+		return string(k)
+	}
+	return ""
 }
 
 // replayRequest is the optional body of POST /events/{id}/replay.
