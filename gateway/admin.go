@@ -155,6 +155,14 @@ func adminErrorHandler(c *fiber.Ctx, err error) error {
 	return errorHandler(c, err)
 }
 
+// catalogError is storeError for a failed write of a source or endpoint:
+// it may have been stored all the same (a timeout after the write), so
+// the store check reloads the registry (Gateway.registryStale).
+func (a *adminAPI) catalogError(err error, what string) error {
+	a.g.registryStale.Store(true)
+	return a.storeError(err, what)
+}
+
 // storeError maps a store error to an answer; what is not the caller's
 // fault is logged and answered 503, without its text.
 func (a *adminAPI) storeError(err error, what string) error {

@@ -177,6 +177,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		old, err := a.g.store.GetEndpoint(c.UserContext(), ep.ID)
 		switch {
 		case err == nil && old.Tenant == ep.Tenant:
+			a.g.reloadRegistry() // unless it is in memory (a write whose outcome was unknown)
 			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
 		case err != nil && !errors.Is(err, storage.ErrNotFound):
 			return a.storeError(err, "endpoint")
@@ -215,7 +216,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		return a.storeError(err, "endpoint")
 	}
 	if err := a.g.store.PutEndpoint(ctx, &ep); err != nil {
-		return a.storeError(err, "endpoint")
+		return a.catalogError(err, "endpoint")
 	}
 	a.g.reloadRegistry()
 	return c.Status(fiber.StatusCreated).JSON(newEndpointView(&ep))
@@ -307,7 +308,7 @@ func (a *adminAPI) removeEndpoint(c *fiber.Ctx) (done <-chan struct{}, err error
 	// later one can target it, so the cancel misses none.
 	err = a.g.reg.exclusive(func() error {
 		if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
-			return a.storeError(err, "endpoint")
+			return a.catalogError(err, "endpoint")
 		}
 		a.g.reloadRegistry() // the dispatcher stops claiming for it
 		return nil
@@ -406,7 +407,7 @@ func (a *adminAPI) updateEndpoint(c *fiber.Ctx, id string, change func(*storage.
 		return err
 	}
 	if err != nil {
-		return a.storeError(err, "endpoint")
+		return a.catalogError(err, "endpoint")
 	}
 	a.g.reloadRegistry()
 	return c.Status(fiber.StatusOK).JSON(newEndpointView(&ep))

@@ -112,7 +112,8 @@ func TestCreateRunAgainAfterAnAmbiguousWriteFindsIt(t *testing.T) {
 	rcv := newReceiver(t)
 	g, fs := startFaulty(t, endpointA(rcv))
 	before := countEndpoints(t, g)
-	body := jsonMap{"url": "http://receiver.test/ambiguous"}
+	// It subscribes to no event of this test: the replay below is to "a".
+	body := jsonMap{"url": "http://receiver.test/ambiguous", "event_types": []string{"none.*"}}
 	fs.set(faultAfter, "PutEndpoint")
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-ep")
 	want503(t, "endpoint write reported failed", st, hdr, b)
@@ -136,5 +137,35 @@ func TestCreateRunAgainAfterAnAmbiguousWriteFindsIt(t *testing.T) {
 	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Limit: 100})
 	if err != nil || len(ds) != 4 {
 		t.Fatalf("%d deliveries, %v; want 4 (2 events, replayed once)", len(ds), err)
+	}
+}
+
+// An endpoint whose create was written but reported failed (503; the key
+// is given up) and that the retry then finds by its derived id must also
+// get deliveries: the retry answers 201 with it, so the operator takes it
+// as made, but the first run's 503 returned before the registry was
+// reloaded, and the retry's "found it" answer did not reload it either:
+// until some other catalog change or a restart, ingest made no delivery
+// for the endpoint the operator was told exists.
+func TestCreateEndpointFoundAfterAmbiguousWriteGetsDeliveries(t *testing.T) {
+	rcv := newReceiver(t)
+	g, fs := startFaulty(t, endpointA(rcv))
+	body := jsonMap{"url": rcv.url("found")}
+	fs.set(faultAfter, "PutEndpoint")
+	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-found")
+	want503(t, "endpoint write reported failed", st, hdr, b)
+	fs.set(faultNone, "PutEndpoint")
+	ep := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-found"))
+	if ep.URL != rcv.url("found") {
+		t.Fatalf("retry answered %+v", ep)
+	}
+	ingestN(t, g, "after-found", 1)
+	waitFor(t, 10*time.Second, "the event at endpoint a", func() bool { return rcv.byPath()["/a"] == 1 })
+	deadline := time.Now().Add(5 * time.Second)
+	for rcv.byPath()["/found"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("endpoint %s (answered 201) got no delivery of an event ingested after; receiver saw %v", ep.ID, rcv.byPath())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -193,7 +193,7 @@ func (a *adminAPI) deleteSource(c *fiber.Ctx) error {
 	// were in flight have counted, so forgetting its series is final.
 	err = a.g.reg.exclusive(func() error {
 		if err := a.g.store.DeleteSource(ctx, src.ID); err != nil {
-			return a.storeError(err, "source")
+			return a.catalogError(err, "source")
 		}
 		a.g.reloadRegistry()
 		return nil
@@ -209,7 +209,7 @@ func (a *adminAPI) saveSource(c *fiber.Ctx, src *storage.Source, status int) err
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	if err := a.g.store.PutSource(ctx, src); err != nil {
-		return a.storeError(err, "source")
+		return a.catalogError(err, "source")
 	}
 	a.g.reloadRegistry()
 	return c.Status(status).JSON(newSourceView(src))

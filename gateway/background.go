@@ -75,7 +75,7 @@ func (b *background) storeCheckLoop(ctx context.Context, every time.Duration) {
 		err := b.g.store.Ping(pctx)
 		cancel()
 		b.g.storeFailed(err)
-		if err == nil && b.g.reloadFailed.Load() {
+		if err == nil && b.g.registryStale.Load() {
 			b.g.reloadRegistry()
 		}
 	}

@@ -99,20 +99,35 @@ func serve(args []string, b Build, stderr io.Writer) int {
 		cg, _ := os.ReadFile("/proc/self/cgroup")
 		debug.SetMemoryLimit(memoryLimit(string(cg), "/sys/fs/cgroup"))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// After the first signal, a second one ends the process at once (the
-	// default action), as an operator pressing Ctrl-C twice expects: what
-	// was acknowledged is durable, so this is no worse than a crash.
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
+	// A hangup (the terminal or SSH session went away) stops gracefully
+	// too, unless the launcher ignores it (nohup): asking for SIGHUP would
+	// undo that. It comes twice (the kernel, then the exiting shell), so it
+	// stays caught, and dropped, until the end.
+	hup := make(chan os.Signal, 1)
+	if !signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+	// After the first signal, a second SIGINT or SIGTERM ends the process
+	// at once (the default action), as an operator pressing Ctrl-C twice
+	// expects: what was acknowledged is durable, so this is no worse than
+	// a crash.
 	returned := make(chan struct{})
 	defer close(returned) // before stop(): defers run last first
 	go func() {
 		select {
-		case <-ctx.Done():
-			stop()
-			log.Info("signal received: stopping gracefully; a second signal stops at once")
+		case <-sigCtx.Done():
+		case <-hup:
+			cancel()
 		case <-returned:
+			return
 		}
+		stop()
+		log.Info("signal received: stopping gracefully; a second signal stops at once (SIGINT or SIGTERM; a repeated SIGHUP is ignored)")
 	}()
 	if err := Run(ctx, cfg, Options{Logger: log, Version: b.Version, HeapProfile: os.Getenv("HOOKGATE_MEMPROFILE")}); err != nil {
 		log.Error("hookgate failed", "err", err)

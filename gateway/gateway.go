@@ -81,12 +81,13 @@ type Gateway struct {
 	publicLn, adminLn *trackingListener
 	serveErr          chan error
 	failOnce          sync.Once // storeFailed reports once
-	// reloadFailed is set while the registry in memory may be older than
-	// the store's catalog (a reload after a change failed to read it):
-	// the store check reloads it.
-	reloadFailed atomic.Bool
-	stopOnce     sync.Once
-	stopErr      error
+	// registryStale is set while the registry in memory may be older than
+	// the store's catalog (a reload after a change failed to read it, or a
+	// catalog write failed and may have been stored all the same): the
+	// store check reloads it.
+	registryStale atomic.Bool
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // New opens the store, applies the config's sources and endpoints, and
@@ -263,7 +264,7 @@ func (g *Gateway) reloadRegistry() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := g.reg.reload(ctx, func(snap *snapshot) { g.disp.SetEndpoints(snap.endpoints) })
-	g.reloadFailed.Store(err != nil)
+	g.registryStale.Store(err != nil)
 	if err != nil {
 		g.log.Error("reload sources and endpoints; trying again with the next store check", "err", err)
 	}

@@ -36,6 +36,19 @@ func TestMemoryLimitFollowsTheCgroup(t *testing.T) {
 		{"v1 memory in a joined list", "4:cpu,memory:/a\n",
 			map[string]string{"memory/a/memory.limit_in_bytes": "268435456"}, 192 * mib},
 		{"garbage", "0::/\n", map[string]string{"memory.max": "lots\n"}, defaultMemoryLimit},
+		// The kernel enforces every ancestor's limit: a service in a slice
+		// with MemoryMax=256M, its own memory.max "max".
+		{"v2, the slice's limit", "0::/limited.slice/hookgate.service\n", map[string]string{
+			"limited.slice/memory.max":                  "268435456\n",
+			"limited.slice/hookgate.service/memory.max": "max\n",
+		}, 192 * mib},
+		{"v1, the parent's limit in memory.stat", "4:memory:/a/b\n", map[string]string{
+			"memory/a/b/memory.limit_in_bytes": "9223372036854771712\n",
+			"memory/a/b/memory.stat":           "cache 0\nhierarchical_memory_limit 268435456\nrss 0\n",
+		}, 192 * mib},
+		{"v1, the parent's limit file", "4:memory:/a/b\n", map[string]string{
+			"memory/a/memory.limit_in_bytes": "536870912\n",
+		}, 384 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()

@@ -53,3 +53,24 @@ func TestFailedRegistryReloadIsDoneAgain(t *testing.T) {
 		return len(evs) == 1 && evs[0].EventID == id && len(deliveriesOf(t, g.Store(), evs[0].ID)) == 0
 	})
 }
+
+// An endpoint whose create was stored but reported failed (503: a timeout
+// after the write) is in the store, so it gets deliveries too, from the
+// next store check on: it was left out of memory until another change.
+func TestAmbiguousCatalogWriteIsReloaded(t *testing.T) {
+	d := storeCheckEvery
+	t.Cleanup(func() { storeCheckEvery = d }) // after the gateway's: registered before it
+	storeCheckEvery = 20 * time.Millisecond
+	rcv := newReceiver(t)
+	g, fs := startFaulty(t, "")
+	fs.set(faultAfter, "PutEndpoint")
+	st, hdr, b := g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "stored", "url": rcv.url("stored")})
+	want503(t, "endpoint write reported failed", st, hdr, b)
+	fs.set(faultNone, "PutEndpoint")
+	n := 0
+	waitFor(t, 10*time.Second, "a delivery to the stored endpoint", func() bool {
+		n++
+		ingestN(t, g, fmt.Sprintf("after-ambiguous-%d-", n), 1)
+		return rcv.byPath()["/stored"] >= 1
+	})
+}
