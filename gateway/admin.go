@@ -50,12 +50,13 @@ type adminAPI struct {
 // without a token, the API under /api/v1 with one.
 func (g *Gateway) newAdminApp() *fiber.App {
 	app := fiber.New(fiber.Config{
-		AppName:               "hookgate-admin",
-		BodyLimit:             max(adminMinBodyLimit, int(g.cfg.Server.MaxBody)+adminEnvelope),
-		DisableStartupMessage: true,
-		ErrorHandler:          adminErrorHandler,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
+		AppName:                      "hookgate-admin",
+		BodyLimit:                    max(adminMinBodyLimit, int(g.cfg.Server.MaxBody)+adminEnvelope),
+		DisableStartupMessage:        true,
+		DisablePreParseMultipartForm: true,
+		ErrorHandler:                 adminErrorHandler,
+		ReadTimeout:                  30 * time.Second,
+		WriteTimeout:                 30 * time.Second,
 	})
 	app.Use(recoverPanics(g.log, g.metrics.refused("admin", "panic")), checkFraming(g.metrics.refused("admin", "framing")), refuseEncodedBodies)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
@@ -63,6 +64,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
 	a := &adminAPI{g: g, tokens: hashTokens(g.cfg.Admin.Tokens)}
 	a.routes(app.Group("/api/v1"))
+	refuseUnknownMethods(app)
 	return app
 }
 

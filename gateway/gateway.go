@@ -220,15 +220,20 @@ func (g *Gateway) init(ctx context.Context) error {
 		AppName:               "hookgate",
 		BodyLimit:             int(g.cfg.Server.MaxBody),
 		DisableStartupMessage: true,
-		ErrorHandler:          g.publicError,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		ReadBufferSize:        16 << 10,
+		// A multipart body (SendGrid, Mailgun) is kept as sent: parsed
+		// ahead, fasthttp gave the handler the form marshalled again, its
+		// parts in random order and their headers dropped.
+		DisablePreParseMultipartForm: true,
+		ErrorHandler:                 g.publicError,
+		ReadTimeout:                  30 * time.Second,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  120 * time.Second,
+		ReadBufferSize:               16 << 10,
 	})
 	g.public.Use(recoverPanics(g.log, g.metrics.refused("ingest", "panic")), checkFraming(g.metrics.refused("ingest", "framing")),
 		g.countRefusedEncodings, refuseEncodedBodies)
 	g.public.Post("/ingest/:source", g.ingest)
+	refuseUnknownMethods(g.public)
 	g.admin = g.newAdminApp()
 	return nil
 }

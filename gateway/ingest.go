@@ -127,13 +127,29 @@ func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
 // parsed the chunks is not possible, so every chunked request ends its
 // connection: bytes after the chunked body are never read as a second
 // request. Providers rarely chunk, so this costs little.
+//
+// fasthttp reads a body under any Transfer-Encoding but identity as plain
+// chunked: a "gzip, chunked" body was stored and delivered as its
+// compressed bytes (while Content-Encoding: gzip is 415). A transfer
+// coding other than chunked is 501, and chunked not last is 400 (RFC 9112
+// sections 6.1 and 6.3), read from the raw header block: fasthttp rewrites
+// the parsed header to "chunked".
 func checkFraming(counted prometheus.Counter) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		if contentLengths(c.Request().Header.RawHeaders()) > 1 {
+		f := readFraming(c.Request().Header.RawHeaders())
+		status, detail := 0, ""
+		switch n := len(f.codings); {
+		case f.contentLengths > 1:
+			status, detail = fiber.StatusBadRequest, "Content-Length is sent more than once"
+		case n > 0 && f.codings[n-1] != "chunked":
+			status, detail = fiber.StatusBadRequest, "chunked must be the last transfer coding"
+		case n > 1:
+			status, detail = fiber.StatusNotImplemented, "no transfer coding but chunked is supported"
+		}
+		if status != 0 {
 			counted.Inc()
 			c.Context().SetConnectionClose()
-			return problem(c, fiber.StatusBadRequest, "bad-request", "Bad Request",
-				"Content-Length is sent more than once")
+			return problem(c, status, problemSlug(status), statusText(status), detail)
 		}
 		if c.Request().Header.ContentLength() == -1 {
 			c.Context().SetConnectionClose()
@@ -142,16 +158,33 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 	}
 }
 
-// contentLengths counts the Content-Length lines of a raw header block.
-func contentLengths(raw []byte) int {
-	n := 0
+// framing is what a raw header block says of its body's framing: how many
+// Content-Length lines it has, and the codings of its Transfer-Encoding
+// lines in order, lower-cased (nil for none, nearly always).
+type framing struct {
+	contentLengths int
+	codings        []string
+}
+
+func readFraming(raw []byte) framing {
+	var f framing
 	for line := range bytes.Lines(raw) {
-		name, _, ok := bytes.Cut(line, []byte(":"))
-		if ok && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
-			n++
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch name = bytes.TrimSpace(name); {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			f.contentLengths++
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			for coding := range bytes.SplitSeq(value, []byte(",")) {
+				if coding = bytes.TrimSpace(coding); len(coding) > 0 {
+					f.codings = append(f.codings, strings.ToLower(string(coding)))
+				}
+			}
 		}
 	}
-	return n
+	return f
 }
 
 // ingestError maps Accept's errors to answers. Nothing is stored on any of

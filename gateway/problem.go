@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 )
 
 // problemBase prefixes every problem type; the slug after it names the case.
@@ -103,8 +104,31 @@ func problemSlug(code int) string {
 		return "request-timeout"
 	case fiber.StatusBadRequest:
 		return "bad-request"
+	case fiber.StatusNotImplemented:
+		return "not-implemented"
 	}
 	return "http-" + strconv.Itoa(code)
+}
+
+// refuseUnknownMethods makes app answer a request whose method Fiber does
+// not know (a lowercase "post", PROPFIND) with a 400 problem: Fiber's
+// router answered it itself, in text/plain, before any middleware or
+// error handler runs.
+func refuseUnknownMethods(app *fiber.App) {
+	next := app.Server().Handler
+	body, _ := json.Marshal(Problem{Type: problemBase + "bad-request", Title: "Bad Request",
+		Status: fiber.StatusBadRequest, Detail: "unknown HTTP method"})
+	app.Server().Handler = func(ctx *fasthttp.RequestCtx) {
+		switch string(ctx.Method()) {
+		case fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
+			fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch: // fiber.DefaultMethods
+			next(ctx)
+			return
+		}
+		ctx.SetStatusCode(fiber.StatusBadRequest)
+		ctx.SetContentType("application/problem+json")
+		ctx.SetBody(body)
+	}
 }
 
 // recoverPanics answers a handler's panic with a 500 problem and logs it
