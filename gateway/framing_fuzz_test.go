@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// FuzzReadFraming: readFraming counts the Content-Length lines and lists
-// the Transfer-Encoding codings of a header block built from the input,
-// whatever else it holds and however its names are cased; any raw bytes
-// are read without a panic.
+// FuzzReadFraming: readFraming counts the Content-Length and Host lines,
+// lists the Transfer-Encoding codings and finds the malformed line of a
+// header block built from the input, whatever else it holds and however
+// its names are cased; any raw bytes are read without a panic.
 func FuzzReadFraming(f *testing.F) {
 	f.Add(uint8(1), "", "X-Note: Content-Length: 5", []byte("Host: x\r\n"))
 	f.Add(uint8(2), "gzip, chunked", "content-length : 3", []byte("Transfer-Encoding: chunked\r\n"))
@@ -31,12 +31,22 @@ func FuzzReadFraming(f *testing.F) {
 				}
 			}
 		}
-		// Another line may be a framing header itself; count it as one.
-		extraCL, extraTE := 0, []string(nil)
-		if name, value, ok := strings.Cut(other, ":"); ok && other != "" {
-			switch name = strings.TrimSpace(name); {
+		// Another line may be a framing header itself, or malformed: no
+		// colon, an empty name, blanks around the name (a folded line,
+		// space before the colon).
+		extraCL, extraTE, malformed, hosts := 0, []string(nil), false, 1
+		name, value, ok := strings.Cut(other, ":")
+		blank := func(c byte) bool { return c == ' ' || c == '\t' }
+		switch {
+		case other == "":
+		case !ok || name == "" || blank(name[0]) || blank(name[len(name)-1]):
+			malformed = true
+		default:
+			switch {
 			case strings.EqualFold(name, "Content-Length"):
 				extraCL = 1
+			case strings.EqualFold(name, "Host"):
+				hosts++
 			case strings.EqualFold(name, "Transfer-Encoding"):
 				for c := range strings.SplitSeq(value, ",") {
 					if c = strings.TrimSpace(c); c != "" {
@@ -47,6 +57,9 @@ func FuzzReadFraming(f *testing.F) {
 		}
 		b.WriteString(other + "\r\n")
 		got := readFraming([]byte(b.String()))
+		if got.malformed != malformed || got.hosts != hosts {
+			t.Fatalf("%q: malformed %v, %d Host lines; want %v, %d", b.String(), got.malformed, got.hosts, malformed, hosts)
+		}
 		if got.contentLengths != int(cls%4)+extraCL {
 			t.Fatalf("%q: %d Content-Length lines, want %d", b.String(), got.contentLengths, int(cls%4)+extraCL)
 		}

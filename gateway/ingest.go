@@ -134,11 +134,20 @@ func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
 // coding other than chunked is 501, and chunked not last is 400 (RFC 9112
 // sections 6.1 and 6.3), read from the raw header block: fasthttp rewrites
 // the parsed header to "chunked".
+//
+// fasthttp is lenient where a proxy in front may read the same bytes
+// otherwise (RFC 9112 sections 3.2, 5.1, 5.2): a bare CR or a NUL in a
+// header line, whitespace before a colon or a folded line, an empty name,
+// a Host sent twice or (HTTP/1.1) not at all. Each is 400.
 func checkFraming(counted prometheus.Counter) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		f := readFraming(c.Request().Header.RawHeaders())
 		status, detail := 0, ""
 		switch n := len(f.codings); {
+		case f.malformed:
+			status, detail = fiber.StatusBadRequest, "a header line is malformed"
+		case f.hosts > 1 || f.hosts == 0 && c.Request().Header.IsHTTP11():
+			status, detail = fiber.StatusBadRequest, "Host must be sent once"
 		case f.contentLengths > 1:
 			status, detail = fiber.StatusBadRequest, "Content-Length is sent more than once"
 		case n > 0 && f.codings[n-1] != "chunked":
@@ -159,23 +168,34 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 }
 
 // framing is what a raw header block says of its body's framing: how many
-// Content-Length lines it has, and the codings of its Transfer-Encoding
-// lines in order, lower-cased (nil for none, nearly always).
+// Content-Length and Host lines it has, the codings of its
+// Transfer-Encoding lines in order, lower-cased (nil for none, nearly
+// always), and whether a line is malformed.
 type framing struct {
 	contentLengths int
+	hosts          int
 	codings        []string
+	malformed      bool
 }
 
 func readFraming(raw []byte) framing {
 	var f framing
 	for line := range bytes.Lines(raw) {
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(line) == 0 {
 			continue
 		}
-		switch name = bytes.TrimSpace(name); {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) == 0 || bytes.ContainsAny(line, "\r\x00") ||
+			isBlank(name[0]) || isBlank(name[len(name)-1]) { // a folded line; space before the colon
+			f.malformed = true
+			continue
+		}
+		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			f.contentLengths++
+		case bytes.EqualFold(name, []byte("Host")):
+			f.hosts++
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			for coding := range bytes.SplitSeq(value, []byte(",")) {
 				if coding = bytes.TrimSpace(coding); len(coding) > 0 {
@@ -186,6 +206,8 @@ func readFraming(raw []byte) framing {
 	}
 	return f
 }
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 // ingestError maps Accept's errors to answers. Nothing is stored on any of
 // these paths.
