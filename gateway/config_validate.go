@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"hookgate/inbound"
 	"hookgate/storage"
@@ -92,7 +91,7 @@ func (d *decoder) positive(key string, v Duration) {
 // maxTimeout bounds a delivery attempt's timeout: an attempt holds its
 // lease (the timeout and a margin, at most storage.MaxLease) and a
 // max_in_flight slot that long.
-const maxTimeout = time.Hour
+const maxTimeout = storage.MaxAttemptTimeout
 
 func (d *decoder) timeout(key string, v Duration) {
 	d.positive(key, v)

@@ -60,7 +60,10 @@ type attemptResult struct {
 // AttemptCount+1, within the endpoint's timeout. It never returns an error:
 // every failure is an answer to decide on.
 func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Job) attemptResult {
-	timeout := cmp.Or(ep.Timeout, s.timeout)
+	// Never longer than its lease can be (an endpoint stored by an earlier
+	// build may have a longer timeout): a second attempt would start while
+	// the first still ran.
+	timeout := min(cmp.Or(ep.Timeout, s.timeout), storage.MaxAttemptTimeout)
 	start := time.Now() // before the deadline starts: a timeout's latency is never below it
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()

@@ -73,11 +73,14 @@ const MaxEventBody = 32 << 20
 // endpoint's max_in_flight may be larger, and is then claimed in parts.
 const MaxClaim = 1024
 
-// MaxLease bounds a claim's lease: an attempt's timeout is at most an hour
-// (config), and its lease that timeout and a margin. A store looks this
-// far ahead for the claims of a process that died (see Open's release of
-// stale claims).
-const MaxLease = time.Hour + time.Minute
+// MaxAttemptTimeout bounds a delivery attempt's timeout (config refuses
+// more; a longer one stored by an earlier build is cut to it).
+const MaxAttemptTimeout = time.Hour
+
+// MaxLease bounds a claim's lease: an attempt's timeout and a margin. A
+// store looks this far ahead for the claims of a process that died (see
+// Open's release of stale claims).
+const MaxLease = MaxAttemptTimeout + time.Minute
 
 // Outbox is the persistent delivery queue.
 type Outbox interface {
