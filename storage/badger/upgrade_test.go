@@ -34,7 +34,6 @@ import (
 // endpoint apiep (body apiepBody) and a rotate-secret with grace 876000h;
 // stopped with SIGTERM.
 
-
 // openFixture copies a data directory from testdata into a temporary one
 // (Badger writes to what it opens) and opens it.
 func openFixture(t *testing.T, name string) *DB {
