@@ -268,9 +268,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) reloadRegistry() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Cleared before the catalog is read: a mark set while this reload
+	// runs (a catalog write it may not see) must stay for the next one.
+	g.registryStale.Store(false)
 	_, err := g.reg.reload(ctx, func(snap *snapshot) { g.disp.SetEndpoints(snap.endpoints) })
-	g.registryStale.Store(err != nil)
 	if err != nil {
+		g.registryStale.Store(true)
 		g.log.Error("reload sources and endpoints; trying again with the next store check", "err", err)
 	}
 }

@@ -74,3 +74,83 @@ func TestAmbiguousCatalogWriteIsReloaded(t *testing.T) {
 		return rcv.byPath()["/stored"] >= 1
 	})
 }
+
+// gatedCatalog is the faulty store whose ListEndpoints, once armed, fails
+// on its first call and, on its second, reads the catalog and then waits
+// for release before returning what it read: a reload that has read the
+// catalog but not yet published it.
+type gatedCatalog struct {
+	*faultyStore
+	armed   atomic.Bool
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedCatalog) ListEndpoints(ctx context.Context) ([]storage.Endpoint, error) {
+	if !g.armed.Load() {
+		return g.faultyStore.ListEndpoints(ctx)
+	}
+	switch g.calls.Add(1) {
+	case 1:
+		return nil, errInjected
+	case 2:
+		eps, err := g.faultyStore.ListEndpoints(ctx)
+		close(g.entered)
+		<-g.release
+		return eps, err
+	}
+	return g.faultyStore.ListEndpoints(ctx)
+}
+
+// A catalog write reported failed but stored (the case catalogError marks
+// the registry stale for) while the store check's reload of an earlier
+// failed reload is between reading the catalog and clearing
+// registryStale: that reload cleared the mark set after it had read, so
+// the stored endpoint was never loaded and never got a delivery (until the
+// next admin change or a restart).
+func TestStaleMarkSetDuringAReloadIsNotLost(t *testing.T) {
+	d := storeCheckEvery
+	t.Cleanup(func() { storeCheckEvery = d })
+	storeCheckEvery = 20 * time.Millisecond
+	rcv := newReceiver(t)
+	gc := &gatedCatalog{entered: make(chan struct{}), release: make(chan struct{})}
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store {
+		gc.faultyStore = newFaultyStore(s)
+		return gc
+	}})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(gc.release)
+		}
+	})
+
+	// A change whose reload fails: the registry is marked stale.
+	gc.armed.Store(true)
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "first", "url": rcv.url("first")}))
+	// The store check reloads it: it has read the catalog...
+	select {
+	case <-gc.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the store check did not reload the stale registry")
+	}
+	// ...when a catalog write is stored but reported failed.
+	gc.faultyStore.set(faultAfter, "PutEndpoint")
+	st, hdr, b := g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "late", "url": rcv.url("late")})
+	want503(t, "endpoint write reported failed", st, hdr, b)
+	gc.faultyStore.set(faultNone, "PutEndpoint")
+	close(gc.release)
+	released = true
+
+	// The stored endpoint gets deliveries once a store check reloads.
+	n := 0
+	waitFor(t, 5*time.Second, "a delivery to the endpoint whose write was reported failed", func() bool {
+		n++
+		ingestN(t, g, fmt.Sprintf("stale-race-%d-", n), 1)
+		return rcv.byPath()["/late"] >= 1
+	})
+	if rcv.byPath()["/first"] == 0 {
+		t.Fatal("the first endpoint got nothing either")
+	}
+}
