@@ -64,7 +64,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
 	a := &adminAPI{g: g, tokens: hashTokens(g.cfg.Admin.Tokens)}
 	a.routes(app.Group("/api/v1"))
-	refuseUnknownMethods(app)
+	refuseUnknownMethods(app, g.metrics.refused("admin", "method"))
 	return app
 }
 

@@ -233,7 +233,7 @@ func (g *Gateway) init(ctx context.Context) error {
 	g.public.Use(recoverPanics(g.log, g.metrics.refused("ingest", "panic")), checkFraming(g.metrics.refused("ingest", "framing")),
 		g.countRefusedEncodings, refuseEncodedBodies)
 	g.public.Post("/ingest/:source", g.ingest)
-	refuseUnknownMethods(g.public)
+	refuseUnknownMethods(g.public, g.metrics.refused("ingest", "method"))
 	g.admin = g.newAdminApp()
 	return nil
 }

@@ -114,7 +114,7 @@ func problemSlug(code int) string {
 // not know (a lowercase "post", PROPFIND) with a 400 problem: Fiber's
 // router answered it itself, in text/plain, before any middleware or
 // error handler runs.
-func refuseUnknownMethods(app *fiber.App) {
+func refuseUnknownMethods(app *fiber.App, counted prometheus.Counter) {
 	next := app.Server().Handler
 	body, _ := json.Marshal(Problem{Type: problemBase + "bad-request", Title: "Bad Request",
 		Status: fiber.StatusBadRequest, Detail: "unknown HTTP method"})
@@ -125,6 +125,7 @@ func refuseUnknownMethods(app *fiber.App) {
 			next(ctx)
 			return
 		}
+		counted.Inc()
 		ctx.SetStatusCode(fiber.StatusBadRequest)
 		ctx.SetContentType("application/problem+json")
 		ctx.SetBody(body)
