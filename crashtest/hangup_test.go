@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,61 +71,8 @@ func TestHangupStopsGracefullyThoughSIGHUPComesTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	hit := make(chan struct{}, 1)
-	release := make(chan struct{})
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case hit <- struct{}{}:
-		default:
-		}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer rcv.Close()
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free()
-	sup := newSupervisor(t, buildBinary(t), rcv.URL)
-	if err := sup.start(); err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, sup.adminURL+"/api/v1/events",
-		strings.NewReader(`{"source":"`+sourceID+`","type":"t","payload":{"n":1}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+operatorToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := sup.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("publish: %d", resp.StatusCode)
-	}
-	select {
-	case <-hit:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the delivery never reached the receiver")
-	}
-	p := sup.current()
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, _ := os.ReadFile(p.log)
-		if strings.Contains(string(b), "stopping gracefully") {
-			break
-		}
-		if time.Now().After(deadline) || !p.alive() {
-			t.Fatalf("the first SIGHUP was not taken up as a graceful stop\n%s", tail(p.log, 20))
-		}
-		time.Sleep(pollEvery)
-	}
+	p, free := deliveryInFlight(t)
+	signalStop(t, p, syscall.SIGHUP)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatalf("second SIGHUP: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,60 +20,8 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	hit := make(chan struct{}, 1)
-	done := make(chan struct{})
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case hit <- struct{}{}:
-		default:
-		}
-		select {
-		case <-r.Context().Done():
-		case <-done:
-		}
-	}))
-	defer hang.Close()
-	defer close(done)
-	sup := newSupervisor(t, buildBinary(t), hang.URL)
-	if err := sup.start(); err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, sup.adminURL+"/api/v1/events",
-		strings.NewReader(`{"source":"`+sourceID+`","type":"t","payload":{"n":1}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+operatorToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := sup.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("publish: %d", resp.StatusCode)
-	}
-	select {
-	case <-hit:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the delivery never reached the receiver")
-	}
-
-	p := sup.current()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, _ := os.ReadFile(p.log)
-		if strings.Contains(string(b), "a second signal stops at once") {
-			break
-		}
-		if time.Now().After(deadline) || !p.alive() {
-			t.Fatalf("the first SIGTERM was not taken up as a graceful stop\n%s", tail(p.log, 20))
-		}
-		time.Sleep(pollEvery)
-	}
+	p, _ := deliveryInFlight(t)
+	signalStop(t, p, syscall.SIGTERM)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("second SIGTERM: %v (the process ended before it: the stop did not wait for the delivery)", err)
 	}
@@ -106,5 +55,73 @@ func TestSIGHUPStopsGracefully(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(sup.current().log); !strings.Contains(string(b), "stopping gracefully") {
 		t.Fatalf("no graceful stop in the log\n%s", tail(sup.current().log, 20))
+	}
+}
+
+// deliveryInFlight starts the binary on a receiver that holds every
+// delivery until release is called (at the end of the test at the
+// latest), publishes one event and returns once its delivery is in
+// flight.
+func deliveryInFlight(t *testing.T) (p *process, release func()) {
+	t.Helper()
+	hit := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(done) }) }
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(rcv.Close)
+	t.Cleanup(release) // before rcv.Close: cleanups run last first
+	sup := newSupervisor(t, buildBinary(t), rcv.URL)
+	if err := sup.start(); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, sup.adminURL+"/api/v1/events",
+		strings.NewReader(`{"source":"`+sourceID+`","type":"t","payload":{"n":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := sup.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("publish: %d", resp.StatusCode)
+	}
+	select {
+	case <-hit:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery never reached the receiver")
+	}
+	return sup.current(), release
+}
+
+// signalStop sends sig and waits until the log says a graceful stop began.
+func signalStop(t *testing.T, p *process, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(p.log)
+		if strings.Contains(string(b), "stopping gracefully; a second signal stops at once") {
+			return
+		}
+		if time.Now().After(deadline) || !p.alive() {
+			t.Fatalf("the first %v was not taken up as a graceful stop\n%s", sig, tail(p.log, 20))
+		}
+		time.Sleep(pollEvery)
 	}
 }

@@ -1,8 +1,8 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,25 +11,11 @@ import (
 )
 
 // afterTTL sends a POST under key until its stored answer has expired
-// (dedupe.ttl) and the request is executed again (no Idempotent-Replayed),
-// and returns that answer, which must have status want.
+// (dedupe.ttl) and the request is executed again (no Idempotent-Replayed).
 func afterTTL[T any](t *testing.T, g *gw, path string, body any, key string, want int) T {
 	t.Helper()
-	var got T
-	waitFor(t, 15*time.Second, "the key's stored answer to expire", func() bool {
-		st, hdr, b := g.api("POST", path, acmeToken, body, "Idempotency-Key", key)
-		if hdr.Get(headerReplayed) == "true" {
-			return false
-		}
-		if st != want {
-			t.Fatalf("after dedupe.ttl: %d %s", st, b)
-		}
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatal(err)
-		}
-		return true
-	})
-	return got
+	return postUntil[T](t, g, path, body, key, want, "the key's stored answer to expire",
+		func(_ int, hdr http.Header) bool { return hdr.Get(headerReplayed) != "true" })
 }
 
 // SPEC section 5: an answer is stored for dedupe.ttl; after that the key

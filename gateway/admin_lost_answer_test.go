@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -29,18 +30,19 @@ func (s *lostAnswers) FinishKey(context.Context, string, string, time.Time, stor
 	return errors.New("the process died before the answer was stored")
 }
 
-// rerun sends a POST under key until it runs again (the first run's claim
-// has ended), and returns that answer, which must have status want.
-func rerun[T any](t *testing.T, g *gw, path string, body any, key string, want int) T {
+// postUntil sends a POST under key until ready says its answer is the one
+// waited for, and returns that answer, which must have status want.
+func postUntil[T any](t *testing.T, g *gw, path string, body any, key string, want int, what string,
+	ready func(st int, hdr http.Header) bool) T {
 	t.Helper()
 	var got T
-	waitFor(t, 10*time.Second, "the lost answer's claim to end and the retry to run", func() bool {
-		st, _, b := g.api("POST", path, acmeToken, body, "Idempotency-Key", key)
-		if st == 409 { // the claim still holds
+	waitFor(t, 15*time.Second, what, func() bool {
+		st, hdr, b := g.api("POST", path, acmeToken, body, "Idempotency-Key", key)
+		if !ready(st, hdr) {
 			return false
 		}
 		if st != want {
-			t.Fatalf("run again: %d %s", st, b)
+			t.Fatalf("%s: %d %s", what, st, b)
 		}
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatal(err)
@@ -48,6 +50,14 @@ func rerun[T any](t *testing.T, g *gw, path string, body any, key string, want i
 		return true
 	})
 	return got
+}
+
+// rerun sends a POST under key until it runs again (the first run's claim
+// has ended: no more 409).
+func rerun[T any](t *testing.T, g *gw, path string, body any, key string, want int) T {
+	t.Helper()
+	return postUntil[T](t, g, path, body, key, want, "the lost answer's claim to end and the retry to run",
+		func(st int, _ http.Header) bool { return st != 409 })
 }
 
 // A POST /endpoints without an id, run again after its answer was lost,

@@ -32,18 +32,7 @@ func (diesBeforeRelease) Release(context.Context, []string, time.Time, time.Time
 // nothing delivered it, and POST /deliveries/{id}/retry answered 409
 // delivery-in-flight.
 func TestClaimOfADeadProcessIsReleasedAfterTheEndpointTimeoutWasLowered(t *testing.T) {
-	var hits atomic.Int64
-	first := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		if hits.Add(1) == 1 {
-			close(first)
-			<-r.Context().Done() // hangs until the attempt is cut
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(srv.Close)
+	srv, hits, first := hangsFirst(t)
 
 	g := startGateway(t, gwOptions{grace: 300 * time.Millisecond, wrapStore: func(s storage.Store) storage.Store {
 		return diesBeforeRelease{s}
@@ -88,18 +77,7 @@ func TestClaimOfADeadProcessIsReleasedAfterTheEndpointTimeoutWasLowered(t *testi
 // it with timeout: 5s, every claim of that endpoint lasts 20m30s, and a
 // crash left its in-flight deliveries stuck for twenty minutes.
 func TestClaimOfADeadProcessIsReleasedWhenTheEndpointTimeoutIsBelowTheDefault(t *testing.T) {
-	var hits atomic.Int64
-	first := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		if hits.Add(1) == 1 {
-			close(first)
-			<-r.Context().Done()
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(srv.Close)
+	srv, hits, first := hangsFirst(t)
 	opts := gwOptions{
 		grace:  100 * time.Millisecond,
 		extra:  fmt.Sprintf("endpoints:\n  - {id: quick, tenant: acme, url: %q, timeout: 5s}\n", srv.URL+"/hook"),
@@ -126,4 +104,23 @@ func TestClaimOfADeadProcessIsReleasedWhenTheEndpointTimeoutIsBelowTheDefault(t 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// hangsFirst is a receiver that holds the first request until its attempt
+// is cut and answers 200 to the others; first is closed when the first
+// arrives, hits counts them all.
+func hangsFirst(t *testing.T) (srv *httptest.Server, hits *atomic.Int64, first chan struct{}) {
+	t.Helper()
+	hits, first = new(atomic.Int64), make(chan struct{})
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		if hits.Add(1) == 1 {
+			close(first)
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, hits, first
 }
