@@ -78,16 +78,7 @@ func TestUpgradeFromBuild4819047KeepsEventsDeliveriesAndDedupe(t *testing.T) {
 
 	// The provider resends e0 with the same body: the stored 202, not a
 	// 503 and not a second event.
-	body := []byte(`{"id":"e0","type":"t.x"}`)
-	now := time.Now().UTC()
-	ev := storage.Event{ID: storage.NewID("evt_", now), Tenant: "acme", Source: "cfgsrc", EventID: "e0", Type: "t.x",
-		ReceivedAt: now, ContentType: "application/json", Headers: map[string]string{}, Body: body,
-		IdempotencyKey: storage.IdempotencyKey("acme", "cfgsrc", "e0")}
-	res, err := db.Accept(ctx, &storage.AcceptRequest{
-		Key: storage.DedupeKey{Tenant: "acme", Source: "cfgsrc", EventID: "e0"}, BodyHash: sha256.Sum256(body),
-		DedupeUntil: now.Add(72 * time.Hour), Event: ev,
-		Response: storage.Response{Status: 202, Body: []byte(fmt.Sprintf(`{"id":%q,"event_id":"e0"}`, ev.ID))},
-	})
+	res, err := db.Accept(ctx, fixtureIngest("e0", `{"id":"e0","type":"t.x"}`))
 	switch {
 	case err != nil:
 		t.Errorf("resend of an acknowledged event: %v (ingest answers 503)", err)
@@ -105,7 +96,7 @@ func TestUpgradeFromBuild4819047KeepsEventsDeliveriesAndDedupe(t *testing.T) {
 		t.Errorf("GET /deliveries lists %d of the 3 pending deliveries", len(ds))
 	}
 	// Due after their 1h backoff: each is claimed with its event, to be sent.
-	jobs, err := db.Claim(ctx, "cfgep", now.Add(2*time.Hour), 10, time.Minute)
+	jobs, err := db.Claim(ctx, "cfgep", time.Now().Add(2*time.Hour), 10, time.Minute)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -150,23 +141,11 @@ func TestUpgradeFromBuild9b4700eKeepsEverything(t *testing.T) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("acme's events: %d, %v; want 3", len(evs), err)
 	}
-	body := []byte(`{"id":"e1","type":"t.x"}`)
-	ev := storage.Event{ID: storage.NewID("evt_", now), Tenant: "acme", Source: "cfgsrc", EventID: "e1", Type: "t.x",
-		ReceivedAt: now, ContentType: "application/json", Headers: map[string]string{}, Body: body,
-		IdempotencyKey: storage.IdempotencyKey("acme", "cfgsrc", "e1")}
-	res, err := db.Accept(ctx, &storage.AcceptRequest{
-		Key: storage.DedupeKey{Tenant: "acme", Source: "cfgsrc", EventID: "e1"}, BodyHash: sha256.Sum256(body),
-		DedupeUntil: now.Add(72 * time.Hour), Event: ev,
-		Response: storage.Response{Status: 202, Body: []byte(fmt.Sprintf(`{"id":%q,"event_id":"e1"}`, ev.ID))},
-	})
+	res, err := db.Accept(ctx, fixtureIngest("e1", `{"id":"e1","type":"t.x"}`))
 	if err != nil || !res.Replayed || string(res.Response.Body) != `{"id":"evt_06h303x2gxp8822etqfrm869hm","event_id":"e1"}` {
 		t.Errorf("resend of e1: %+v, %v; want the stored answer", res, err)
 	}
-	other := []byte(`{"id":"e1","type":"t.changed"}`)
-	if _, err := db.Accept(ctx, &storage.AcceptRequest{
-		Key: storage.DedupeKey{Tenant: "acme", Source: "cfgsrc", EventID: "e1"}, BodyHash: sha256.Sum256(other),
-		DedupeUntil: now.Add(72 * time.Hour), Event: ev,
-	}); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := db.Accept(ctx, fixtureIngest("e1", `{"id":"e1","type":"t.changed"}`)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Errorf("e1 with another body: %v; want ErrIdempotencyMismatch (422)", err)
 	}
 
@@ -190,5 +169,19 @@ func TestUpgradeFromBuild9b4700eKeepsEverything(t *testing.T) {
 	}
 	if len(ep.Secrets) != 2 || ep.Secrets[1].Value != "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" || !ep.Secrets[1].ExpiresAt.After(now) {
 		t.Errorf("apiep's secrets after the upgrade: %+v; want the new one and the old one within its grace", ep.Secrets)
+	}
+}
+
+// fixtureIngest is the store's part of an ingest of body as event id of
+// the fixtures' source (acme/cfgsrc), received now.
+func fixtureIngest(id, body string) *storage.AcceptRequest {
+	now := time.Now().UTC()
+	ev := storage.Event{ID: storage.NewID("evt_", now), Tenant: "acme", Source: "cfgsrc", EventID: id, Type: "t.x",
+		ReceivedAt: now, ContentType: "application/json", Headers: map[string]string{}, Body: []byte(body),
+		IdempotencyKey: storage.IdempotencyKey("acme", "cfgsrc", id)}
+	return &storage.AcceptRequest{
+		Key: storage.DedupeKey{Tenant: "acme", Source: "cfgsrc", EventID: id}, BodyHash: sha256.Sum256([]byte(body)),
+		DedupeUntil: now.Add(72 * time.Hour), Event: ev,
+		Response: storage.Response{Status: 202, Body: []byte(fmt.Sprintf(`{"id":%q,"event_id":%q}`, ev.ID, id))},
 	}
 }
