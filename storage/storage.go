@@ -27,7 +27,8 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrClosed is returned by every method once the store is closed.
 	ErrClosed = errors.New("store closed")
-	// ErrConflict is returned when a create would overwrite an existing record.
+	// ErrConflict is returned when a change conflicts with a record's
+	// state (Retry of a delivery that is cancelled or being delivered).
 	ErrConflict = errors.New("already exists")
 	// ErrBadCursor is returned for a pagination cursor the store did not make.
 	ErrBadCursor = errors.New("invalid cursor")
@@ -53,7 +54,9 @@ type Store interface {
 type Ingester interface {
 	// Accept stores an event and its deliveries in one durable write, unless
 	// the dedupe key is already known: then it returns the stored response
-	// with Replayed set (same body hash) or ErrIdempotencyMismatch.
+	// with Replayed set (same body hash) or ErrIdempotencyMismatch. The ids
+	// of the event and its deliveries are new (NewID): a store need not
+	// check that no record has them.
 	Accept(ctx context.Context, req *AcceptRequest) (AcceptResult, error)
 }
 
@@ -104,7 +107,7 @@ type Outbox interface {
 	// without counting an attempt (shutdown, a paused endpoint).
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 	// Enqueue adds deliveries of already stored events (replay), due at their
-	// NextAttemptAt.
+	// NextAttemptAt. Their ids are new (NewID), as in Accept.
 	Enqueue(ctx context.Context, ds []Delivery) error
 	// Retry makes a delivery due again at now with a fresh retry budget,
 	// whatever its state, but ErrConflict when it is cancelled or being

@@ -83,8 +83,24 @@ func (e enc) time(t time.Time) enc {
 	if t.IsZero() {
 		return e.int(0)
 	}
+	// UnixNano is undefined outside 1678..2262: a dedupe window of
+	// centuries (dedupe.ttl: 2500000h, "never forget") read back as a date
+	// in the 1700s, expired, and every resend became a new event. Such a
+	// time is kept as the nearest one that fits.
+	switch {
+	case t.After(maxNanoTime):
+		return e.int(math.MaxInt64)
+	case t.Before(minNanoTime):
+		return e.int(math.MinInt64 + 1) // not 0, which is the zero time
+	}
 	return e.int(t.UnixNano())
 }
+
+// The times a record's int64 nanoseconds can hold.
+var (
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+	minNanoTime = time.Unix(0, math.MinInt64+1)
+)
 
 // dec reads what enc wrote; the first error sticks and zero values follow.
 type dec struct {
