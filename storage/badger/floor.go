@@ -52,6 +52,15 @@ func (f *floors) set(ep string, ns int64) {
 	f.m[ep] = ns
 }
 
+// forget forgets ep's floor: its outbox is empty and its endpoint gone
+// (CancelEndpoint). An entry per endpoint id ever used stayed for the
+// life of the process.
+func (f *floors) forget(ep string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, ep)
+}
+
 // reset forgets every floor.
 func (f *floors) reset() {
 	f.mu.Lock()

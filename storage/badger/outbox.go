@@ -409,6 +409,7 @@ func (db *DB) CancelEndpoint(ctx context.Context, endpoint string) (int, error) 
 			}
 			if len(due) == 0 {
 				n = -1
+				db.floors.forget(endpoint) // an absent floor scans from the front
 			}
 			return nil
 		})
