@@ -271,7 +271,10 @@ func (g *Gateway) reloadRegistry() {
 	// Cleared before the catalog is read: a mark set while this reload
 	// runs (a catalog write it may not see) must stay for the next one.
 	g.registryStale.Store(false)
-	_, err := g.reg.reload(ctx, func(snap *snapshot) { g.disp.SetEndpoints(snap.endpoints) })
+	_, err := g.reg.reload(ctx, func(snap *snapshot) {
+		g.metrics.live(snap.endpoints)
+		g.disp.SetEndpoints(snap.endpoints)
+	})
 	if err != nil {
 		g.registryStale.Store(true)
 		g.log.Error("reload sources and endpoints; trying again with the next store check", "err", err)

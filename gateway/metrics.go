@@ -27,6 +27,10 @@ type metrics struct {
 	// ingestCounters caches ingestTotal's children by ingestLabels: the
 	// vector's own lookup hashes the label values on every request.
 	ingestCounters sync.Map
+	// gone holds the ids of deleted endpoints (forgetEndpoint) until an
+	// endpoint with the id exists again (live): an attempt that was in
+	// flight at the delete reports after it, and brought the series back.
+	gone sync.Map
 }
 
 type ingestLabels struct{ source, outcome string }
@@ -168,6 +172,9 @@ var _ outbound.Metrics = (*metrics)(nil)
 
 // Attempt counts one decided attempt and its latency.
 func (m *metrics) Attempt(endpoint string, v outbound.Verdict, latency time.Duration) {
+	if _, gone := m.gone.Load(endpoint); gone {
+		return
+	}
 	m.attemptsTotal.WithLabelValues(endpoint, v.String()).Inc()
 	m.attemptLatency.WithLabelValues(endpoint).Observe(latency.Seconds())
 	switch v {
@@ -178,8 +185,11 @@ func (m *metrics) Attempt(endpoint string, v outbound.Verdict, latency time.Dura
 
 // Delivered counts a success and its ingest-to-delivery latency.
 func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
-	m.deliveredTotal.WithLabelValues(endpoint, "succeeded").Inc()
 	m.e2eLatency.Observe(sinceIngest.Seconds())
+	if _, gone := m.gone.Load(endpoint); gone {
+		return
+	}
+	m.deliveredTotal.WithLabelValues(endpoint, "succeeded").Inc()
 }
 
 // forgetEndpoint drops a deleted endpoint's attempt and delivery series:
@@ -187,10 +197,19 @@ func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
 // created later with the same id (maybe another tenant's). The in-flight
 // gauge stays: attempts still running report to it, and it returns to 0.
 func (m *metrics) forgetEndpoint(id string) {
+	m.gone.Store(id, struct{}{})
 	l := prometheus.Labels{"endpoint": id}
 	m.attemptsTotal.DeletePartialMatch(l)
 	m.attemptLatency.DeletePartialMatch(l)
 	m.deliveredTotal.DeletePartialMatch(l)
+}
+
+// live takes the endpoints that exist now (a registry reload): the ids of
+// deleted ones among them were created again, and count again.
+func (m *metrics) live(eps []storage.Endpoint) {
+	for _, ep := range eps {
+		m.gone.Delete(ep.ID)
+	}
 }
 
 // forgetSource drops a deleted source's ingest series, for the same
