@@ -107,7 +107,10 @@ func (b *background) purge(ctx context.Context) {
 			return
 		}
 		if n < retentionBatch { // Purge has gone through every expired event
-			return
+			break
 		}
+	}
+	if _, err := b.g.store.PurgeReplays(ctx, cutoff); err != nil && !errors.Is(err, context.Canceled) {
+		b.g.log.Warn("retention sweep of replay jobs failed", "err", err)
 	}
 }

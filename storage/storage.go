@@ -196,6 +196,10 @@ type Maintainer interface {
 	// cutoff (an event kept earlier whose delivery has finished since waits
 	// for a later call).
 	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// PurgeReplays deletes the finished (completed or failed) replay jobs
+	// last updated before cutoff, and returns how many. A running job is
+	// kept, however old.
+	PurgeReplays(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 // SyncReporter is implemented by engines that make writes durable in

@@ -2,6 +2,9 @@ package badger
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
@@ -19,6 +22,53 @@ func (db *DB) GetReplay(ctx context.Context, id string) (storage.ReplayJob, erro
 	var job storage.ReplayJob
 	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, replayKey(id), &job) })
 	return job, err
+}
+
+// PurgeReplays deletes the finished replay jobs last updated before
+// cutoff. Nothing deleted them: every POST /replays left its job, and
+// every start read them all to find the running ones.
+func (db *DB) PurgeReplays(ctx context.Context, cutoff time.Time) (int, error) {
+	jobs, err := db.ListReplays(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	var old []string
+	for _, j := range jobs {
+		if j.State != storage.ReplayRunning && j.UpdatedAt.Before(cutoff) {
+			old = append(old, j.ID)
+		}
+	}
+	total := 0
+	for part := range slices.Chunk(old, 512) {
+		n := 0
+		err := db.updateControl(ctx, 64*len(part), func(txn *bdg.Txn) error {
+			n = 0
+			for _, id := range part {
+				// Read again in the write: a job finished is not written
+				// again, but this is cheap to be sure of.
+				var j storage.ReplayJob
+				switch err := getRecord(txn, replayKey(id), &j); {
+				case errors.Is(err, storage.ErrNotFound):
+					continue
+				case err != nil:
+					return err
+				}
+				if j.State == storage.ReplayRunning || !j.UpdatedAt.Before(cutoff) {
+					continue
+				}
+				if err := txn.Delete(replayKey(id)); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // ListReplays returns the replay jobs in a state ("" = all), oldest first.

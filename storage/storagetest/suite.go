@@ -69,6 +69,7 @@ func Run(t *testing.T, o Opener) {
 		"CatalogAndReplays":                 testCatalogAndReplays,
 		"ClaimMaxClaim":                     testClaimMaxClaim,
 		"EnqueueReplayIsAtomic":             testEnqueueReplayIsAtomic,
+		"PurgeReplays":                      testPurgeReplays,
 		"CompleteCancelled":                 testCompleteCancelled,
 		"ClaimOldestDueFirst":               testClaimOldestDueFirst,
 		"CursorSurvivesPurgeAndRestart":     testCursorSurvivesPurgeAndRestart,

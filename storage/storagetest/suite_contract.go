@@ -485,3 +485,34 @@ func testFarFutureDedupeWindow(t *testing.T, o Opener) {
 			first.DedupeUntil.Format(time.DateOnly), r.Replayed, r.Response.Body, err, first.Response.Body)
 	}
 }
+
+// PurgeReplays deletes the finished replay jobs last updated before the
+// cutoff, and keeps running ones however old, and recent finished ones.
+func testPurgeReplays(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	old, fresh := now.Add(-2*time.Hour), now.Add(-time.Minute)
+	jobs := map[string]storage.ReplayJob{
+		"old-completed":   {State: storage.ReplayCompleted, UpdatedAt: old},
+		"old-failed":      {State: storage.ReplayFailed, UpdatedAt: old},
+		"old-running":     {State: storage.ReplayRunning, UpdatedAt: old},
+		"fresh-completed": {State: storage.ReplayCompleted, UpdatedAt: fresh},
+	}
+	for name, j := range jobs {
+		j.ID, j.Tenant, j.CreatedAt = storage.DerivedID("rpl_", name), "acme", old
+		ok(s.PutReplay(ctx, &j))
+		jobs[name] = j
+	}
+	if n := must(s.PurgeReplays(ctx, now.Add(-time.Hour))); n != 2 {
+		t.Fatalf("PurgeReplays deleted %d jobs, want the 2 old finished ones", n)
+	}
+	for name, j := range jobs {
+		_, err := s.GetReplay(ctx, j.ID)
+		wantGone := name == "old-completed" || name == "old-failed"
+		if gone := errors.Is(err, storage.ErrNotFound); gone != wantGone {
+			t.Errorf("%s after PurgeReplays: %v", name, err)
+		}
+	}
+	if n := must(s.PurgeReplays(ctx, now.Add(-time.Hour))); n != 0 {
+		t.Fatalf("a second PurgeReplays deleted %d", n)
+	}
+}
