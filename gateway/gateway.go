@@ -122,8 +122,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
 	switch cfg.Storage.Driver {
 	case "", "badger":
-		if cfg.Server.MaxBody > badger.MaxInlineRecord {
-			log.Warn("server.max_body is over 1MiB: events larger than about 1MiB are kept in Badger's value log, whose disk space is not reclaimed when they are purged",
+		if cfg.Server.MaxBody > badger.MaxInlineBody {
+			log.Warn("server.max_body is over 1.9MiB: events larger than about that are kept in Badger's value log, whose disk space is not reclaimed when they are purged",
 				"max_body", cfg.Server.MaxBody)
 		}
 		return badger.Open(cfg.Storage.Path, badger.Options{Logger: log})

@@ -51,15 +51,22 @@ const (
 	numMemtables = 3
 )
 
-// MaxInlineRecord is the largest record kept in the LSM tree itself. A
-// bigger one (an event over ~1 MiB, possible only with server.max_body
-// raised above its default) goes to Badger's value log, whose space this
-// engine never reclaims: reclaiming it (RunValueLogGC) rewrites live
-// records unsynced and deletes the old file at once, which a power loss
-// could turn into lost events (BENCHMARKS.md, "Sustained ingest"). Up to
-// 2026-11-29 the threshold was 64 KiB, so every event over that leaked
-// its space after purge.
+// MaxInlineRecord is Badger's value threshold: a value of this size or
+// more goes to Badger's value log, whose space this engine never
+// reclaims. An event record up to twice that is written in parts
+// (events.go), so only an event past MaxInlineBody (server.max_body raised
+// above its default) goes there. The value log is not reclaimed because
+// reclaiming it (RunValueLogGC) rewrites live records unsynced and deletes
+// the old file at once, which a power loss could turn into lost events
+// (BENCHMARKS.md, "Sustained ingest"). Up to 2026-11-29 the threshold was
+// 64 KiB, so every event over that leaked its space after purge; until
+// 2026-12-01 records were not parted, so an incompressible body near the
+// default max_body (1MiB) did.
 const MaxInlineRecord = 1 << 20
+
+// MaxInlineBody is the largest event body whose record surely stays in
+// the LSM tree: maxPartedRecord less room for its headers and ids.
+const MaxInlineBody = maxPartedRecord - 64<<10
 
 // ErrSyncFailed is returned by every write after a sync failed: the store
 // no longer knows what is on disk and must be reopened.

@@ -60,7 +60,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		if err := txn.SetEntry(e); err != nil {
 			return err
 		}
-		if err := txn.Set(eventKey(req.Event.ID), ev); err != nil {
+		if err := putEvent(txn, req.Event.ID, ev); err != nil {
 			return err
 		}
 		if err := txn.Set(tenantEventKey(req.Event.Tenant, req.Event.ID), nil); err != nil {

@@ -23,6 +23,9 @@ import (
 var (
 	// ae:<evt>                      → event (binary record, with the raw body)
 	prefixEvent = []byte("ae:")
+	// ap:<evt>\0<n>                 → part n of an event record too big
+	// to stay in the LSM tree whole (events.go); n is 4 bytes big-endian
+	prefixEventPart = []byte("ap:")
 	// ev:<evt>: event records written before 2026-11-30, read where they
 	// are until retention purges them (events.go)
 	legacyPrefixEvent = []byte("ev:")
@@ -75,7 +78,10 @@ func key(prefix []byte, parts ...string) []byte {
 	return k
 }
 
-func eventKey(id string) []byte               { return key(prefixEvent, id) }
+func eventKey(id string) []byte { return key(prefixEvent, id) }
+func eventPartKey(id string, n int) []byte {
+	return binary.BigEndian.AppendUint32(append(key(prefixEventPart, id), sep), uint32(n))
+}
 func tenantEventKey(tenant, id string) []byte { return key(prefixTenantEvent, tenant, id) }
 func dedupeKey(tenant, source, id string) []byte {
 	return key(prefixDedupe, tenant, source, id)

@@ -140,7 +140,20 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					}
 					dels = append(dels, it.Item().KeyCopy(nil))
 					var ev storage.Event
-					switch err := it.Item().Value(func(b []byte) error { return decode(b, &ev) }); {
+					err := it.Item().Value(func(b []byte) error {
+						if n, ok := eventParts(b); ok {
+							for i := range n {
+								dels = append(dels, eventPartKey(id, i))
+							}
+							rec, err := joinEventParts(txn, id, n)
+							if err != nil {
+								return err
+							}
+							b = rec
+						}
+						return decode(b, &ev)
+					})
+					switch {
 					case err == nil:
 						dels = append(dels, tenantEventKey(ev.Tenant, id))
 					case tenant != "":
