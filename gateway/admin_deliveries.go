@@ -150,10 +150,12 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	defer done()
 	eps := snap.endpoints
 	// The id alone is not enough: ids are global, and after a delete
-	// another tenant may have taken it.
+	// another tenant may have taken it, or the same tenant made a new
+	// endpoint with it, which did not subscribe to this event (a delivery
+	// is never older than its endpoint).
 	j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == d.Endpoint && ep.Tenant == d.Tenant })
 	switch {
-	case j < 0:
+	case j < 0 || d.CreatedAt.Before(eps[j].CreatedAt):
 		return newAPIError(fiber.StatusConflict, "endpoint-deleted", "", "the delivery's endpoint no longer exists")
 	case eps[j].Disabled:
 		return newAPIError(fiber.StatusConflict, "endpoint-disabled", "", "the delivery's endpoint is disabled; enable it first")

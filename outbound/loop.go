@@ -141,6 +141,22 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 		return l.d.cfg.Poll
 	}
 	probe := l.claimed(p, len(jobs), now)
+	if len(jobs) > 0 && l.changedSince(ctx, &p.ep) {
+		// The endpoint was changed (disabled, moved, its secret replaced)
+		// or deleted while the claim was written: what it took is given
+		// back, due now, to be claimed again as the endpoint is now. Sent,
+		// it went to the old URL, with the old secret, or after a 204.
+		l.unprobe(probe)
+		l.d.jobs.Add(1)
+		go func() {
+			defer l.d.jobs.Done()
+			l.d.releaseAll(jobs)
+			for range jobs {
+				l.finished()
+			}
+		}()
+		return l.idleWait(ctx, false)
+	}
 	for i := range jobs {
 		l.d.jobs.Add(1)
 		go l.attempt(p.ep, &jobs[i], probe)
@@ -209,6 +225,17 @@ func maxInFlight(ep *storage.Endpoint) int {
 		return DefaultMaxInFlight
 	}
 	return ep.MaxInFlight
+}
+
+// changedSince reports whether the loop's endpoint is no longer as it was
+// (claimedWith) when a claim was planned, or the loop was removed.
+func (l *endpointLoop) changedSince(ctx context.Context, claimedWith *storage.Endpoint) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ep.Disabled || !l.ep.UpdatedAt.Equal(claimedWith.UpdatedAt) || !sameTarget(&l.ep, claimedWith)
 }
 
 // claimed settles a plan whose claim took n deliveries: the slots and
@@ -412,6 +439,21 @@ func (d *Dispatcher) release(job *storage.Job) {
 	err := d.cfg.Store.Release(ctx, []string{job.Delivery.ID}, job.Delivery.LeaseUntil, d.cfg.Now())
 	if err != nil {
 		d.log.Warn("release claim; it returns when its lease expires", "delivery", job.Delivery.ID, "err", err)
+	}
+}
+
+// releaseAll returns claimed deliveries to pending, due now, unsent.
+func (d *Dispatcher) releaseAll(jobs []storage.Job) {
+	ds := make([]storage.Delivery, len(jobs))
+	for i := range jobs {
+		ds[i] = jobs[i].Delivery
+	}
+	ctx, cancel := d.writeContext()
+	defer cancel()
+	for _, g := range storage.LeaseGroups(ds) {
+		if err := d.cfg.Store.Release(ctx, g.IDs, g.Lease, d.cfg.Now()); err != nil {
+			d.log.Warn("release claims; they return when their lease expires", "deliveries", len(g.IDs), "err", err)
+		}
 	}
 }
 
