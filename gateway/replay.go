@@ -358,6 +358,13 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 		// Every page of the event's deliveries, newest first, until each
 		// endpoint has its latest: an event replayed many times has more
 		// than a page, and an endpoint's latest may be on a later one.
+		// A delivery older than the endpoint that has its id now was an
+		// earlier endpoint's (deleted, the id made again): not this one's,
+		// which may not even subscribe to the event.
+		created := map[string]time.Time{}
+		for _, ep := range eps {
+			created[ep.ID] = ep.CreatedAt
+		}
 		latest := map[string]storage.DeliveryState{}
 		for cursor := ""; ; {
 			ds, next, err := r.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit, Cursor: cursor})
@@ -365,7 +372,7 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 				return nil, err
 			}
 			for _, d := range ds {
-				if _, seen := latest[d.Endpoint]; !seen {
+				if _, seen := latest[d.Endpoint]; !seen && !d.CreatedAt.Before(created[d.Endpoint]) {
 					latest[d.Endpoint] = d.State
 				}
 			}
