@@ -27,10 +27,12 @@ type metrics struct {
 	// ingestCounters caches ingestTotal's children by ingestLabels: the
 	// vector's own lookup hashes the label values on every request.
 	ingestCounters sync.Map
-	// gone holds the ids of deleted endpoints (forgetEndpoint) until an
-	// endpoint with the id exists again (live): an attempt that was in
-	// flight at the delete reports after it, and brought the series back.
-	gone sync.Map
+	// gone holds the ids of deleted endpoints (forgetEndpoint), with when,
+	// until an endpoint with the id exists again (live) or no attempt of
+	// theirs can still report (storage.MaxLease later): an attempt that
+	// was in flight at the delete reports after it, and brought the series
+	// back.
+	gone sync.Map // id → time.Time
 }
 
 type ingestLabels struct{ source, outcome string }
@@ -197,7 +199,14 @@ func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
 // created later with the same id (maybe another tenant's). The in-flight
 // gauge stays: attempts still running report to it, and it returns to 0.
 func (m *metrics) forgetEndpoint(id string) {
-	m.gone.Store(id, struct{}{})
+	now := time.Now()
+	m.gone.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) > storage.MaxLease {
+			m.gone.Delete(k)
+		}
+		return true
+	})
+	m.gone.Store(id, now)
 	l := prometheus.Labels{"endpoint": id}
 	m.attemptsTotal.DeletePartialMatch(l)
 	m.attemptLatency.DeletePartialMatch(l)
