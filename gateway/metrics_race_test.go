@@ -83,3 +83,18 @@ func TestMetricsStayForgottenWhenTheLastOutcomeIsCountedAfterTheDelete(t *testin
 		}
 	}
 }
+
+// The ids of deleted endpoints are remembered only as long as an attempt
+// of theirs may still report (storage.MaxLease): the set grew by one id
+// per deleted endpoint for the life of the process.
+func TestMetricsForgetDeletedIDsOnceNoAttemptCanReport(t *testing.T) {
+	m := newMetrics(nil)
+	m.gone.Store("long-gone", time.Now().Add(-storage.MaxLease-time.Minute))
+	m.gone.Store("just-gone", time.Now().Add(-time.Minute))
+	m.forgetEndpoint("now-gone")
+	for id, want := range map[string]bool{"long-gone": false, "just-gone": true, "now-gone": true} {
+		if _, got := m.gone.Load(id); got != want {
+			t.Errorf("%s remembered: %v, want %v", id, got, want)
+		}
+	}
+}
