@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
@@ -74,7 +76,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 // holds them together).
 func (a *adminAPI) routes(r fiber.Router) {
 	r.Get("/openapi.json", a.openapi)
-	r.Use(a.authenticate, a.idempotent)
+	r.Use(a.authenticate, refuseQueryOfChanges, a.idempotent)
 
 	r.Get("/events", a.listEvents)
 	r.Post("/events", a.publishEvent)
@@ -194,6 +196,11 @@ func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
 		}
 		return badRequest("", "a JSON body is required")
 	}
+	// encoding/json turns each invalid byte into U+FFFD: a header or a
+	// secret was stored other than sent (RFC 8259: JSON is UTF-8).
+	if !utf8.Valid(body) {
+		return badRequest("", "the body is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -202,7 +209,85 @@ func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "the body must be a single JSON value")
 	}
+	if field := nullField(body); field != "" {
+		return badRequest(field, "must not be null: leave a field out to keep it (PATCH) or to take its default")
+	}
 	return nil
+}
+
+// nullField names the first member, or array element, of a JSON body
+// whose value is null, looking into nested objects but not into a
+// publish's payload (the event's own JSON, which may hold nulls). null is
+// no field's value: encoding/json reads it as "absent", so a PATCH that
+// meant to clear a filter with it was answered 200 and changed nothing.
+func nullField(body []byte) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return ""
+	}
+	delete(top, "payload")
+	var walk func(path string, raw json.RawMessage) string
+	walk = func(path string, raw json.RawMessage) string {
+		raw = bytes.TrimSpace(raw)
+		switch {
+		case string(raw) == "null":
+			return path
+		case len(raw) > 0 && raw[0] == '{':
+			var m map[string]json.RawMessage
+			if json.Unmarshal(raw, &m) != nil {
+				return ""
+			}
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				if f := walk(joinField(path, k), m[k]); f != "" {
+					return f
+				}
+			}
+		case len(raw) > 0 && raw[0] == '[':
+			var a []json.RawMessage
+			if json.Unmarshal(raw, &a) != nil {
+				return ""
+			}
+			for i, e := range a {
+				if f := walk(fmt.Sprintf("%s[%d]", path, i), e); f != "" {
+					return f
+				}
+			}
+		}
+		return ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if f := walk(k, top[k]); f != "" {
+			return f
+		}
+	}
+	return ""
+}
+
+func joinField(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// refuseQueryOfChanges answers 400 to a POST, PATCH or DELETE with a
+// query parameter: none takes one, and one ignored changed the meaning
+// silently (POST /events/{id}/replay?endpoints=a replayed to every
+// endpoint).
+func refuseQueryOfChanges(c *fiber.Ctx) error {
+	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
+		return c.Next()
+	}
+	if len(c.Request().URI().QueryString()) > 0 {
+		var name string
+		c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+			if name == "" {
+				name = string(k)
+			}
+		})
+		return badRequest(truncate(name, 64), "is not a query parameter of this route; it takes none")
+	}
+	return c.Next()
 }
 
 // jsonError turns a decoding error into a problem naming the field.

@@ -142,6 +142,11 @@ func (a *adminAPI) visibleDelivery(c *fiber.Ctx) (storage.Delivery, error) {
 // retry budget, whatever its state but cancelled or in flight (409). Its
 // endpoint must exist and be enabled, or the delivery would wait for nobody.
 func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
+	// It takes no body: one with fields (an "endpoint" to send to) was
+	// ignored, and the delivery went to its own endpoint.
+	if err := decodeJSON(c, &struct{}{}, true); err != nil {
+		return err
+	}
 	d, err := a.visibleDelivery(c)
 	if err != nil {
 		return err

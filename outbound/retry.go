@@ -206,7 +206,10 @@ func jitter(p storage.RetryPolicy, interval time.Duration, from, now time.Time) 
 	b.Reset() // the backoff "started" when the retry budget did
 	clock.t = now
 	wait := b.NextBackOff()
-	return wait, wait != backoff.Stop
+	// A huge max_interval with jitter overflows to a negative wait (other
+	// than Stop): it was taken as "due at once", and the delivery was
+	// retried without pause until max_attempts. No wait that long fits.
+	return wait, wait >= 0
 }
 
 // fixedClock is a backoff.Clock that says what it is told: the backoff's

@@ -1,0 +1,262 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"hookgate/storage"
+)
+
+// The admin API's handling of its inputs (SPEC section 5). The promise: every bad input is a 400 or 422 problem naming the field, and
+// what is accepted is stored as sent and then works.
+
+// TestPatchNullIsNotSilentlyIgnored: a PATCH field sent as JSON
+// null (none of the endpoint's fields is nullable in openapi.json) must
+// either be refused naming the field, or reset the field to its default
+// (JSON Merge Patch). It was answered 200 with the field left as it was:
+// a client clearing an endpoint's event_types or sources filter with null
+// was told it had, and the filter stayed.
+func TestPatchNullIsNotSilentlyIgnored(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{})
+	before := must[jsonMap](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
+		"id": "nul", "url": rcv.url("nul"), "sources": []string{"open"}, "event_types": []string{"invoice.*"},
+		"headers": jsonMap{"X-Team": "billing"}, "timeout": "1s", "max_in_flight": 3, "rate_limit": 5,
+		"retry": jsonMap{"max_attempts": 7},
+	}))
+	for _, field := range []string{"url", "sources", "event_types", "headers", "timeout", "max_in_flight", "rate_limit", "retry", "secret", "disabled"} {
+		t.Run(field, func(t *testing.T) {
+			st, hdr, body := g.api("PATCH", "/endpoints/nul", acmeToken, fmt.Sprintf(`{%q:null}`, field))
+			switch st {
+			case http.StatusBadRequest, http.StatusUnprocessableEntity:
+				if p := decodeProblem(t, hdr, body); p.Field != field {
+					t.Fatalf("problem names field %q, want %q: %s", p.Field, field, body)
+				}
+				return
+			case http.StatusOK:
+				var after jsonMap
+				if err := json.Unmarshal(body, &after); err != nil {
+					t.Fatal(err)
+				}
+				if reflect.DeepEqual(after[field], before[field]) {
+					t.Fatalf(`PATCH {%q:null} answered 200 and left %s as it was (%v): null silently ignored`, field, field, after[field])
+				}
+			default:
+				t.Fatalf("status %d: %s", st, body)
+			}
+		})
+	}
+	// Sources too: {"event_id": null} kept the stored expression.
+	srcBefore := must[jsonMap](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{
+		"id": "nulsrc", "verify": jsonMap{"scheme": "none"}, "event_id": "json:/id", "event_type": "json:/type",
+	}))
+	for _, field := range []string{"event_id", "event_type", "verify"} {
+		t.Run("source "+field, func(t *testing.T) {
+			st, hdr, body := g.api("PATCH", "/sources/nulsrc", acmeToken, fmt.Sprintf(`{%q:null}`, field))
+			switch st {
+			case http.StatusBadRequest, http.StatusUnprocessableEntity:
+				if p := decodeProblem(t, hdr, body); p.Field != field {
+					t.Fatalf("problem names field %q, want %q: %s", p.Field, field, body)
+				}
+			case http.StatusOK:
+				var after jsonMap
+				if err := json.Unmarshal(body, &after); err != nil {
+					t.Fatal(err)
+				}
+				if reflect.DeepEqual(after[field], srcBefore[field]) {
+					t.Fatalf(`PATCH {%q:null} answered 200 and left %s as it was (%v): null silently ignored`, field, field, after[field])
+				}
+			default:
+				t.Fatalf("status %d: %s", st, body)
+			}
+		})
+	}
+}
+
+// TestAdminBodiesWithInvalidUTF8AreRefused: a JSON body must be UTF-8
+// (RFC 8259 section 8.1). encoding/json replaces every invalid byte with
+// U+FFFD without a word, so the API answered 201 and stored something
+// else than it was sent: an endpoint's static header went out as other
+// bytes, and an hmac source's secret became another key, so every
+// correctly signed webhook of the provider got 401.
+func TestAdminBodiesWithInvalidUTF8AreRefused(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{})
+
+	t.Run("endpoint header value", func(t *testing.T) {
+		sent := "token-\xff\xfe"
+		body := []byte(`{"id":"utf","url":"` + rcv.url("utf") + `","sources":["open"],"headers":{"X-Token":"` + sent + `"}}`)
+		st, _, b := g.api("POST", "/endpoints", acmeToken, body)
+		if st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
+			return
+		}
+		if st != http.StatusCreated {
+			t.Fatalf("status %d: %s", st, b)
+		}
+		g.post("open", []byte(`{"id":"utf-1","type":"t"}`), nil)
+		waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() > 0 })
+		if got := rcv.all()[0].header.Get("X-Token"); got != sent {
+			t.Fatalf("accepted with X-Token %q (201), delivered with X-Token %q", sent, got)
+		}
+	})
+
+	t.Run("hmac source secret", func(t *testing.T) {
+		secret := "k3y-\xff\xfe-provider-secret"
+		body := []byte(`{"id":"utfsrc","verify":{"scheme":"hmac","header":"X-Sig","secrets":["` + secret + `"]},"event_id":"json:/id"}`)
+		st, _, b := g.api("POST", "/sources", acmeToken, body)
+		if st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
+			return
+		}
+		if st != http.StatusCreated {
+			t.Fatalf("status %d: %s", st, b)
+		}
+		payload := []byte(`{"id":"s-1"}`)
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(payload)
+		st, _, b = g.post("utfsrc", payload, map[string]string{"X-Sig": hex.EncodeToString(mac.Sum(nil))})
+		if st != http.StatusAccepted {
+			t.Fatalf("the source was accepted (201) with its secret, but a webhook signed with that secret gets %d: %s", st, b)
+		}
+	})
+}
+
+// TestReplayEventRefusesQueryParameters: POST /events/{id}/replay takes
+// its endpoints in the body. A client that put them in the query
+// (?endpoints=a) got 202 and a replay to every subscribed endpoint, as if
+// it had asked for that: the mistake the list routes refuse with 400
+// since the eighth session ("a misspelt filter listed everything").
+func TestReplayEventRefusesQueryParameters(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: a, tenant: acme, url: %q, sources: [open]}
+  - {id: b, tenant: acme, url: %q, sources: [open]}
+`, rcv.url("a"), rcv.url("b"))})
+	acc := must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"q-1","type":"t"}`), nil))
+	id := acc["id"].(string)
+	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
+
+	st, hdr, body := g.api("POST", "/events/"+id+"/replay?endpoints=a", acmeToken, nil)
+	if st == http.StatusBadRequest {
+		if p := decodeProblem(t, hdr, body); p.Field != "endpoints" {
+			t.Fatalf("problem names field %q, want endpoints: %s", p.Field, body)
+		}
+		return
+	}
+	var got apiList[deliveryView]
+	_ = json.Unmarshal(body, &got)
+	var to []string
+	for _, d := range got.Data {
+		to = append(to, d.Endpoint)
+	}
+	t.Fatalf("POST /events/{id}/replay?endpoints=a: status %d, new deliveries to %v (the query was ignored)", st, to)
+}
+
+// TestHugeRetryIntervalNeverRetriesAtOnce: the admin API takes any
+// retry.max_interval a Duration holds. With one past ~146 years (less with
+// a smaller randomization), the jittered wait overflows int64 to a negative
+// Duration about half the time: the failed delivery was made due again in
+// 1734, so it was retried at once, with no backoff, and again, until
+// max_attempts or a lucky draw, instead of failing as max_elapsed says (the
+// next attempt would start long after it). The receiver fails every other
+// event and max_in_flight is 1, so the circuit never opens.
+func TestHugeRetryIntervalNeverRetriesAtOnce(t *testing.T) {
+	var reqs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		reqs.Add(1)
+		if bytes.Contains(b, []byte("fail")) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, gwOptions{})
+	st, hdr, body := g.api("POST", "/endpoints", acmeToken, jsonMap{
+		"id": "huge", "url": srv.URL + "/huge", "sources": []string{"open"}, "max_in_flight": 1,
+		"retry": jsonMap{"initial_interval": "2562047h", "max_interval": "2562047h", "randomization": 1, "max_elapsed": "1m", "max_attempts": 20},
+	})
+	if st == http.StatusUnprocessableEntity {
+		if p := decodeProblem(t, hdr, body); p.Field == "" {
+			t.Fatalf("problem names no field: %s", body)
+		}
+		return
+	}
+	if st != http.StatusCreated {
+		t.Fatalf("status %d: %s", st, body)
+	}
+	const pairs = 12
+	for i := range pairs {
+		must[jsonMap](t, 202)(g.post("open", fmt.Appendf(nil, `{"id":"fail-%d","type":"t"}`, i), nil))
+		must[jsonMap](t, 202)(g.post("open", fmt.Appendf(nil, `{"id":"ok-%d","type":"t"}`, i), nil))
+	}
+	var ds []storage.Delivery
+	retried := func() []string {
+		var out []string
+		for _, d := range ds {
+			if d.AttemptCount > 1 {
+				out = append(out, fmt.Sprintf("%s: %d attempts, state %s, next attempt %s", d.ID, d.AttemptCount, d.State, d.NextAttemptAt.UTC().Format(time.RFC3339)))
+			}
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, "every delivery to end, or one retried", func() bool {
+		var err error
+		ds, _, err = g.Store().ListDeliveries(t.Context(), storage.DeliveryFilter{Endpoint: "huge", Limit: 100})
+		if err != nil || len(ds) != 2*pairs {
+			return false
+		}
+		if len(retried()) > 0 {
+			return true
+		}
+		for _, d := range ds {
+			if !d.State.Terminal() {
+				return false
+			}
+		}
+		return true
+	})
+	if r := retried(); len(r) > 0 {
+		t.Fatalf("max_elapsed is 1m and the interval 2562047h: a failed attempt must fail its delivery, but %d were retried at once (receiver got %d requests for %d events):\n%s",
+			len(r), reqs.Load(), 2*pairs, strings.Join(r, "\n"))
+	}
+}
+
+// TestRetryDeliveryRefusesABody: POST /deliveries/{id}/retry takes no body
+// (openapi.json), but read none either: {"endpoint":"b"} (a client trying
+// to send the delivery elsewhere) or any unknown field got 202, and the
+// delivery went to its own endpoint. Every other POST refuses unknown
+// fields with 400 naming them.
+func TestRetryDeliveryRefusesABody(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: a, tenant: acme, url: %q, sources: [open]}
+  - {id: b, tenant: acme, url: %q, sources: [sw]}
+`, rcv.url("a"), rcv.url("b"))})
+	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"r-1","type":"t"}`), nil))
+	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=a", acmeToken, nil))
+	if len(ds.Data) != 1 {
+		t.Fatalf("%d deliveries", len(ds.Data))
+	}
+	st, hdr, body := g.api("POST", "/deliveries/"+ds.Data[0].ID+"/retry", acmeToken, jsonMap{"endpoint": "b"})
+	if st == http.StatusBadRequest {
+		if p := decodeProblem(t, hdr, body); p.Field != "endpoint" {
+			t.Fatalf("problem names field %q, want endpoint: %s", p.Field, body)
+		}
+		return
+	}
+	t.Fatalf(`POST /deliveries/{id}/retry with {"endpoint":"b"}: status %d, the body was ignored: %s`, st, body)
+}
