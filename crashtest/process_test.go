@@ -287,6 +287,11 @@ func (s *supervisor) stop() error { return s.stopWith(syscall.SIGTERM) }
 func (s *supervisor) stopWith(sig syscall.Signal) error {
 	s.mu.Lock()
 	p := s.proc
+	select { // clients wait for the next start, as after a kill
+	case <-s.ready:
+		s.ready = make(chan struct{})
+	default:
+	}
 	s.mu.Unlock()
 	if !p.alive() {
 		return fmt.Errorf("run %d exited on its own before %v (%s)\n%s", p.n, sig, p.state, tail(p.log, 40))

@@ -327,6 +327,7 @@ func (d *Dispatcher) RemoveEndpoint(id string) {
 func (d *Dispatcher) removeLocked(id string) {
 	if l, ok := d.endpoints[id]; ok {
 		delete(d.endpoints, id)
+		l.removed.Store(true)
 		if l.cancel != nil {
 			l.cancel()
 		}

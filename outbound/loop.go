@@ -27,6 +27,8 @@ type endpointLoop struct {
 	id     string
 	wake   chan struct{}      // capacity 1: a pending "look again"
 	cancel context.CancelFunc // ends run; set by startLoop
+	// removed is set once the endpoint is gone from the dispatcher.
+	removed atomic.Bool
 	passes atomic.Int64       // planning passes so far (tests wait on it)
 
 	mu       sync.Mutex
@@ -230,12 +232,18 @@ func maxInFlight(ep *storage.Endpoint) int {
 // changedSince reports whether the loop's endpoint is no longer as it was
 // (claimedWith) when a claim was planned, or the loop was removed.
 func (l *endpointLoop) changedSince(ctx context.Context, claimedWith *storage.Endpoint) bool {
-	if ctx.Err() != nil {
-		return true
+	return ctx.Err() != nil || !l.sendsTo(claimedWith)
+}
+
+// sendsTo reports whether ep is still the loop's endpoint as it is now:
+// not removed, not disabled, not changed since.
+func (l *endpointLoop) sendsTo(ep *storage.Endpoint) bool {
+	if l.removed.Load() {
+		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.ep.Disabled || !l.ep.UpdatedAt.Equal(claimedWith.UpdatedAt) || !sameTarget(&l.ep, claimedWith)
+	return !l.ep.Disabled && l.ep.UpdatedAt.Equal(ep.UpdatedAt) && sameTarget(&l.ep, ep)
 }
 
 // claimed settles a plan whose claim took n deliveries: the slots and
@@ -296,7 +304,14 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 		l.unprobe(probe) // no outcome for this endpoint: let another probe go
 		return
 	}
-	res := d.sender.send(d.attemptCtx, &ep, job)
+	res := d.sender.send(d.attemptCtx, &ep, job, func() bool { return l.sendsTo(&ep) })
+	if res.unsent {
+		// The endpoint changed (or went) after this attempt was planned:
+		// given back, due now, to go as the endpoint is now.
+		l.unprobe(probe)
+		d.release(job)
+		return
+	}
 	if d.attemptCtx.Err() != nil && res.answer.StatusCode == 0 {
 		d.cut.Add(1) // counted for the shutdown's warning
 		d.release(job)

@@ -54,12 +54,16 @@ type sender struct {
 type attemptResult struct {
 	answer  Answer
 	attempt storage.Attempt
+	// unsent: still said no, and nothing was sent.
+	unsent bool
 }
 
 // send POSTs the job's event to the endpoint as attempt number
 // AttemptCount+1, within the endpoint's timeout. It never returns an error:
-// every failure is an answer to decide on.
-func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Job) attemptResult {
+// every failure is an answer to decide on. still, when set, is asked once
+// the attempt's time is taken whether ep is still the endpoint to send to:
+// a change answered before that time must apply to the attempt.
+func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Job, still func() bool) attemptResult {
 	// Never longer than its lease can be (an endpoint stored by an earlier
 	// build may have a longer timeout): a second attempt would start while
 	// the first still ran.
@@ -70,6 +74,10 @@ func (s *sender) send(ctx context.Context, ep *storage.Endpoint, job *storage.Jo
 	n := job.Delivery.AttemptCount + 1
 	at := s.now()
 	res := attemptResult{attempt: storage.Attempt{N: n, At: at}}
+	if still != nil && !still() {
+		res.unsent = true
+		return res
+	}
 	req, err := newRequest(ctx, ep, job, n, at, s.userAgent)
 	if err != nil {
 		res.answer.Err = err

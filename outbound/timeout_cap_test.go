@@ -24,7 +24,7 @@ func TestAttemptTimeoutIsCutToItsLeaseBound(t *testing.T) {
 	}}
 	ep := &storage.Endpoint{ID: "long", URL: "http://203.0.113.1/", Timeout: 2 * time.Hour}
 	start := time.Now()
-	s.send(context.Background(), ep, &storage.Job{})
+	s.send(context.Background(), ep, &storage.Job{}, nil)
 	if got := deadline.Sub(start); got > storage.MaxAttemptTimeout+time.Second || got < storage.MaxAttemptTimeout-time.Second {
 		t.Fatalf("the attempt's deadline is %v away, want %v", got, storage.MaxAttemptTimeout)
 	}

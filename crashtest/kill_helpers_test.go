@@ -1,0 +1,143 @@
+package crashtest
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+)
+
+// retentionConfig is a config.yaml for the crash tests of large bodies, retention and admin keys: server.max_body
+// left at its default (1MiB), a retention and retry window of the test's
+// choosing, one endpoint (the test's receiver).
+const retentionConfig = `
+server: {listen: %q}
+admin:
+  listen: %q
+  tokens:
+    - {token: %q, tenant: ""}
+storage: {driver: badger, path: %q}
+retention: %s
+delivery:
+  timeout: 5s
+  allow_private_targets: true
+  retry: {initial_interval: 50ms, multiplier: 2, max_interval: 500ms, randomization: 0.2, max_attempts: 1000, max_elapsed: %s}
+sources:
+  - id: %s
+    tenant: %s
+    verify: {scheme: standard-webhooks, secrets: [%q]}
+endpoints:
+  - id: %s
+    tenant: %s
+    url: %q
+    secret: %q
+    max_in_flight: 16
+`
+
+// writeRetentionConfig rewrites the supervisor's config.yaml (same listeners and
+// data directory) with retention and the retry window max_elapsed.
+func writeRetentionConfig(t *testing.T, sup *supervisor, receiverURL, retention, maxElapsed string) {
+	t.Helper()
+	cfg := fmt.Sprintf(retentionConfig, strings.TrimPrefix(sup.ingestURL, "http://"), strings.TrimPrefix(sup.adminURL, "http://"),
+		operatorToken, sup.dataDir, retention, maxElapsed,
+		sourceID, tenantID, sourceSecret, endpointID, tenantID, receiverURL, endpointSecret)
+	if err := os.WriteFile(sup.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawKeys counts the keys under each prefix in the data directory of a
+// stopped gateway, opening Badger itself (read only).
+func rawKeys(t *testing.T, dir string, prefixes ...string) map[string]int {
+	t.Helper()
+	db, err := bdg.Open(bdg.DefaultOptions(dir).WithLogger(nil).WithReadOnly(true))
+	if err != nil {
+		t.Fatalf("open the store read only: %v", err)
+	}
+	defer db.Close()
+	out := map[string]int{}
+	err = db.View(func(txn *bdg.Txn) error {
+		for _, p := range prefixes {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte(p)})
+			for it.Rewind(); it.Valid(); it.Next() {
+				out[p]++
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// signedIngest builds a Standard Webhooks request for the test source.
+func signedIngest(url, msgID, contentType string, body []byte, at time.Time) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sourceSecret, "whsec_"))
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.%s", msgID, at.Unix(), body)
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Webhook-Id", msgID)
+	req.Header.Set("Webhook-Timestamp", strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set("Webhook-Signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	return req, nil
+}
+
+// hashReceiver answers 200 and counts the bodies it got by SHA-256, with
+// their Content-Type; it records when each request arrived, per path.
+type hashReceiver struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	byHash   map[[32]byte]int
+	types    map[string]int
+	arrivals map[string][]time.Time // path → arrival times
+	paths    map[string][]string    // Idempotency-Key "/" hookgate-attempt → paths
+}
+
+func newHashReceiver(t *testing.T) *hashReceiver {
+	t.Helper()
+	r := &hashReceiver{byHash: map[[32]byte]int{}, types: map[string]int{}, arrivals: map[string][]time.Time{}, paths: map[string][]string{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		at := time.Now()
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		r.byHash[sha256.Sum256(body)]++
+		r.types[req.Header.Get("Content-Type")]++
+		r.arrivals[req.URL.Path] = append(r.arrivals[req.URL.Path], at)
+		ka := req.Header.Get("Idempotency-Key") + "/" + req.Header.Get("hookgate-attempt")
+		r.paths[ka] = append(r.paths[ka], req.URL.Path)
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *hashReceiver) got(h [32]byte) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byHash[h]
+}
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
