@@ -29,7 +29,7 @@ type endpointLoop struct {
 	cancel context.CancelFunc // ends run; set by startLoop
 	// removed is set once the endpoint is gone from the dispatcher.
 	removed atomic.Bool
-	passes atomic.Int64       // planning passes so far (tests wait on it)
+	passes  atomic.Int64 // planning passes so far (tests wait on it)
 
 	mu       sync.Mutex
 	ep       storage.Endpoint
