@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,58 +215,73 @@ func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
 }
 
 // nullField names the first member, or array element, of a JSON body
-// whose value is null, looking into nested objects but not into a
-// publish's payload (the event's own JSON, which may hold nulls). null is
-// no field's value: encoding/json reads it as "absent", so a PATCH that
-// meant to clear a filter with it was answered 200 and changed nothing.
+// whose value is null, looking into nested values but not into a publish's
+// payload (the event's own JSON, which may hold nulls; its key matched as
+// encoding/json matches it, whatever its case). null is no field's value:
+// encoding/json reads it as "absent", so a PATCH that meant to clear a
+// filter with it was answered 200 and changed nothing. One pass over the
+// tokens: a walk that parsed each nested value again took a core for over
+// a minute on a deep 1 MiB body.
 func nullField(body []byte) string {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return ""
+	type frame struct {
+		obj     bool
+		wantKey bool   // obj: the next token is a key or the end
+		name    string // obj: the member being read
+		n       int    // array: the element being read
 	}
-	delete(top, "payload")
-	var walk func(path string, raw json.RawMessage) string
-	walk = func(path string, raw json.RawMessage) string {
-		raw = bytes.TrimSpace(raw)
-		switch {
-		case string(raw) == "null":
-			return path
-		case len(raw) > 0 && raw[0] == '{':
-			var m map[string]json.RawMessage
-			if json.Unmarshal(raw, &m) != nil {
-				return ""
-			}
-			for _, k := range slices.Sorted(maps.Keys(m)) {
-				if f := walk(joinField(path, k), m[k]); f != "" {
-					return f
-				}
-			}
-		case len(raw) > 0 && raw[0] == '[':
-			var a []json.RawMessage
-			if json.Unmarshal(raw, &a) != nil {
-				return ""
-			}
-			for i, e := range a {
-				if f := walk(fmt.Sprintf("%s[%d]", path, i), e); f != "" {
-					return f
-				}
+	var stack []*frame
+	path := func() string {
+		var b strings.Builder
+		for i, f := range stack {
+			switch {
+			case !f.obj:
+				fmt.Fprintf(&b, "[%d]", f.n)
+			case i > 0:
+				b.WriteString("." + f.name)
+			default:
+				b.WriteString(f.name)
 			}
 		}
-		return ""
+		return b.String()
 	}
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if f := walk(k, top[k]); f != "" {
-			return f
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.obj {
+			f.wantKey = true
+		} else {
+			f.n++
 		}
 	}
-	return ""
-}
-
-func joinField(path, k string) string {
-	if path == "" {
-		return k
+	inPayload := func() bool {
+		return len(stack) > 0 && stack[0].obj && strings.EqualFold(stack[0].name, "payload")
 	}
-	return path + "." + k
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if len(stack) > 0 && stack[len(stack)-1].obj && stack[len(stack)-1].wantKey {
+			if key, ok := tok.(string); ok {
+				stack[len(stack)-1].name, stack[len(stack)-1].wantKey = key, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			stack = append(stack, &frame{obj: tok == json.Delim('{'), wantKey: tok == json.Delim('{')})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		case nil:
+			if !inPayload() {
+				return path()
+			}
+		}
+		valueDone()
+	}
 }
 
 // refuseQueryOfChanges answers 400 to a POST, PATCH or DELETE with a

@@ -208,8 +208,13 @@ func jitter(p storage.RetryPolicy, interval time.Duration, from, now time.Time) 
 	wait := b.NextBackOff()
 	// A huge max_interval with jitter overflows to a negative wait (other
 	// than Stop): it was taken as "due at once", and the delivery was
-	// retried without pause until max_attempts. No wait that long fits.
-	return wait, wait >= 0
+	// retried without pause until max_attempts. And the library's own
+	// max_elapsed check (elapsed+wait) can overflow past it: the delivery
+	// was due in 2318, pending for good. Neither fits the budget.
+	if wait < 0 || p.MaxElapsed > 0 && now.Add(wait).Sub(from) > p.MaxElapsed {
+		return backoff.Stop, false
+	}
+	return wait, true
 }
 
 // fixedClock is a backoff.Clock that says what it is told: the backoff's
