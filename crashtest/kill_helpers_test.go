@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,43 +18,12 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 )
 
-// retentionConfig is a config.yaml for the crash tests of large bodies, retention and admin keys: server.max_body
-// left at its default (1MiB), a retention and retry window of the test's
-// choosing, one endpoint (the test's receiver).
-const retentionConfig = `
-server: {listen: %q}
-admin:
-  listen: %q
-  tokens:
-    - {token: %q, tenant: ""}
-storage: {driver: badger, path: %q}
-retention: %s
-delivery:
-  timeout: 5s
-  allow_private_targets: true
-  retry: {initial_interval: 50ms, multiplier: 2, max_interval: 500ms, randomization: 0.2, max_attempts: 1000, max_elapsed: %s}
-sources:
-  - id: %s
-    tenant: %s
-    verify: {scheme: standard-webhooks, secrets: [%q]}
-endpoints:
-  - id: %s
-    tenant: %s
-    url: %q
-    secret: %q
-    max_in_flight: 16
-`
-
-// writeRetentionConfig rewrites the supervisor's config.yaml (same listeners and
-// data directory) with retention and the retry window max_elapsed.
+// writeRetentionConfig rewrites the supervisor's config.yaml with
+// server.max_body left at its default (1MiB), a retention and retry window
+// of the test's choosing, and its receiver as the endpoint.
 func writeRetentionConfig(t *testing.T, sup *supervisor, receiverURL, retention, maxElapsed string) {
 	t.Helper()
-	cfg := fmt.Sprintf(retentionConfig, strings.TrimPrefix(sup.ingestURL, "http://"), strings.TrimPrefix(sup.adminURL, "http://"),
-		operatorToken, sup.dataDir, retention, maxElapsed,
-		sourceID, tenantID, sourceSecret, endpointID, tenantID, receiverURL, endpointSecret)
-	if err := os.WriteFile(sup.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sup.writeConfig(t, receiverURL, gatewayConfig{timeout: "5s", retention: retention, maxElapsed: maxElapsed, maxInFlight: 16})
 }
 
 // rawKeys counts the keys under each prefix in the data directory of a

@@ -42,7 +42,8 @@ const (
 
 // configTemplate is the gateway's config.yaml: a standard-webhooks source,
 // both listeners on fixed loopback ports (so clients find a restarted
-// process), short retries and one endpoint, the test's receiver.
+// process), short retries and one endpoint, the test's receiver. The
+// settings tests vary are a gatewayConfig.
 const configTemplate = `
 server: {listen: %q}
 admin:
@@ -50,10 +51,10 @@ admin:
   tokens:
     - {token: %q, tenant: ""}
 storage: {driver: badger, path: %q}
-delivery:
-  timeout: 2s
+%sdelivery:
+  timeout: %s
   allow_private_targets: true
-  retry: {initial_interval: 50ms, multiplier: 2, max_interval: 500ms, randomization: 0.2, max_attempts: 1000, max_elapsed: 1h}
+  retry: {initial_interval: 50ms, multiplier: 2, max_interval: 500ms, randomization: 0.2, max_attempts: 1000, max_elapsed: %s}
 sources:
   - id: %s
     tenant: %s
@@ -63,8 +64,34 @@ endpoints:
     tenant: %s
     url: %q
     secret: %q
-    max_in_flight: 32
+    max_in_flight: %d
 `
+
+// gatewayConfig is what the crash tests' config.yaml varies.
+type gatewayConfig struct {
+	timeout, maxElapsed string
+	retention           string // "" = the default
+	maxInFlight         int
+}
+
+// defaultConfig is the config newSupervisor writes.
+var defaultConfig = gatewayConfig{timeout: "2s", maxElapsed: "1h", maxInFlight: 32}
+
+// writeConfig (re)writes the supervisor's config.yaml: the same listeners
+// and data directory, with c's settings and receiverURL's endpoint.
+func (s *supervisor) writeConfig(t *testing.T, receiverURL string, c gatewayConfig) {
+	t.Helper()
+	retention := ""
+	if c.retention != "" {
+		retention = "retention: " + c.retention + "\n"
+	}
+	cfg := fmt.Sprintf(configTemplate, strings.TrimPrefix(s.ingestURL, "http://"), strings.TrimPrefix(s.adminURL, "http://"),
+		operatorToken, s.dataDir, retention, c.timeout, c.maxElapsed,
+		sourceID, tenantID, sourceSecret, endpointID, tenantID, receiverURL, endpointSecret, c.maxInFlight)
+	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // buildBinary builds hookgate (without -race: the process under test is
 // the one users run) into a temp dir and returns its path. CRASHTEST_BIN
@@ -157,11 +184,7 @@ func newSupervisor(t *testing.T, bin, receiverURL string) *supervisor {
 	}
 	ingest, admin := freeAddr(t), freeAddr(t)
 	s.ingestURL, s.adminURL = "http://"+ingest, "http://"+admin
-	cfg := fmt.Sprintf(configTemplate, ingest, admin, operatorToken, s.dataDir,
-		sourceID, tenantID, sourceSecret, endpointID, tenantID, receiverURL, endpointSecret)
-	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	s.writeConfig(t, receiverURL, defaultConfig)
 	if err := os.MkdirAll(s.logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
