@@ -200,6 +200,10 @@ func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
 	if !utf8.Valid(body) {
 		return badRequest("", "the body is not valid UTF-8")
 	}
+	// null decodes into nothing: a PATCH of null changed nothing, with a 200.
+	if string(bytes.TrimSpace(body)) == "null" {
+		return badRequest("", "the body must be a JSON object, not null")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -150,7 +150,8 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 			status, detail = fiber.StatusBadRequest, "Host must be sent once"
 		case f.contentLengths > 1:
 			status, detail = fiber.StatusBadRequest, "Content-Length is sent more than once"
-		case n > 0 && f.codings[n-1] != "chunked":
+		case f.transferEncodings > 0 && (n == 0 || f.codings[n-1] != "chunked"):
+			// fasthttp reads even an empty Transfer-Encoding as chunked.
 			status, detail = fiber.StatusBadRequest, "chunked must be the last transfer coding"
 		case n > 1:
 			status, detail = fiber.StatusNotImplemented, "no transfer coding but chunked is supported"
@@ -172,10 +173,11 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 // Transfer-Encoding lines in order, lower-cased (nil for none, nearly
 // always), and whether a line is malformed.
 type framing struct {
-	contentLengths int
-	hosts          int
-	codings        []string
-	malformed      bool
+	contentLengths    int
+	hosts             int
+	transferEncodings int // Transfer-Encoding lines, whatever they name
+	codings           []string
+	malformed         bool
 }
 
 func readFraming(raw []byte) framing {
@@ -197,6 +199,7 @@ func readFraming(raw []byte) framing {
 		case bytes.EqualFold(name, []byte("Host")):
 			f.hosts++
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			f.transferEncodings++
 			for coding := range bytes.SplitSeq(value, []byte(",")) {
 				if coding = bytes.TrimSpace(coding); len(coding) > 0 {
 					f.codings = append(f.codings, strings.ToLower(string(coding)))

@@ -88,6 +88,18 @@ func eventParts(b []byte) (int, bool) {
 	return int(n), true
 }
 
+// eventPartKeys lists the keys of an event record's parts.
+func eventPartKeys(txn *bdg.Txn, id string) [][]byte {
+	p := append(key(prefixEventPart, id), sep)
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
+	defer it.Close()
+	var ks [][]byte
+	for it.Rewind(); it.Valid(); it.Next() {
+		ks = append(ks, it.Item().KeyCopy(nil))
+	}
+	return ks
+}
+
 // joinEventParts reads an event record's n parts back into one.
 func joinEventParts(txn *bdg.Txn, id string, n int) ([]byte, error) {
 	if n == 0 {

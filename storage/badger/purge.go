@@ -142,9 +142,6 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					var ev storage.Event
 					err := it.Item().Value(func(b []byte) error {
 						if n, ok := eventParts(b); ok {
-							for i := range n {
-								dels = append(dels, eventPartKey(id, i))
-							}
 							rec, err := joinEventParts(txn, id, n)
 							if err != nil {
 								return err
@@ -153,6 +150,9 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 						}
 						return decode(b, &ev)
 					})
+					// Its parts, if any, found by their prefix: a damaged
+					// record's own count cannot be trusted.
+					dels = append(dels, eventPartKeys(txn, id)...)
 					switch {
 					case err == nil:
 						dels = append(dels, tenantEventKey(ev.Tenant, id))
