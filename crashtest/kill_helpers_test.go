@@ -107,5 +107,3 @@ func (r *hashReceiver) got(h [32]byte) int {
 	defer r.mu.Unlock()
 	return r.byHash[h]
 }
-
-func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
