@@ -318,7 +318,7 @@ func TestAdminEndpointChangeKeepsConcurrentDisable(t *testing.T) {
 	})
 	for _, c := range []struct {
 		method, path string
-		body         jsonMap
+		body         any // nil: no body (a nil jsonMap would be sent as null, a 400)
 	}{
 		{"PATCH", "/endpoints/ep", jsonMap{"timeout": "3s"}},
 		{"POST", "/endpoints/ep/rotate-secret", nil},
