@@ -140,8 +140,10 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					}
 					dels = append(dels, it.Item().KeyCopy(nil))
 					var ev storage.Event
+					parted := false
 					err := it.Item().Value(func(b []byte) error {
 						if n, ok := eventParts(b); ok {
+							parted = true
 							rec, err := joinEventParts(txn, id, n)
 							if err != nil {
 								return err
@@ -150,9 +152,13 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 						}
 						return decode(b, &ev)
 					})
-					// Its parts, if any, found by their prefix: a damaged
-					// record's own count cannot be trusted.
-					dels = append(dels, eventPartKeys(txn, id)...)
+					// Its parts, found by their prefix (a damaged record's
+					// own count cannot be trusted), looked for only when it
+					// is parted or unreadable: an iterator per purged event
+					// would cost every sweep.
+					if parted || err != nil {
+						dels = append(dels, eventPartKeys(txn, id)...)
+					}
 					switch {
 					case err == nil:
 						dels = append(dels, tenantEventKey(ev.Tenant, id))
