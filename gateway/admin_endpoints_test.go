@@ -156,6 +156,7 @@ func TestAdminEndpointValidation(t *testing.T) {
 		{"no host", jsonMap{"url": "http:///x"}, 422, "url"},
 		{"user info", jsonMap{"url": "https://user:hunter2@x.test/"}, 422, "url"},
 		{"port out of range", jsonMap{"url": "https://x.test:99999/"}, 422, "url"},
+		{"space in query", jsonMap{"url": "http://x.test/hook?a 1"}, 422, "url"},
 		{"bad id", jsonMap{"url": ok, "id": "bad id!"}, 422, "id"},
 		{"long id", jsonMap{"url": ok, "id": strings.Repeat("a", 65)}, 422, "id"},
 		{"dash id", jsonMap{"url": ok, "id": "-x"}, 422, "id"},

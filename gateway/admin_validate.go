@@ -1,8 +1,9 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
-	"io"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -79,21 +80,29 @@ func urlProblem(raw string) string {
 		return "has a port outside 1-65535"
 	case u.User != nil:
 		return "must not contain user info; put credentials in headers"
+	case strings.ContainsRune(u.RawQuery, ' '):
+		return "has a space in its query; write it as %20"
 	case !sendable(raw):
-		return "has a host no request can be sent to (an invalid internationalized name)"
+		return "is not a URL a request can be sent to (an invalid internationalized host, or characters no server reads in a request line)"
 	}
 	return ""
 }
 
-// sendable reports whether net/http can write a request to raw: a host
-// that is not ASCII must pass IDNA's lookup profile, as net/http applies
-// it when it writes the request.
+// sendable reports whether net/http can write a request to raw, and an
+// HTTP server read it back: a host that is not ASCII must pass IDNA's
+// lookup profile, as net/http applies it when it writes the request, and
+// the request line must parse (net/http sends a query as written).
 func sendable(raw string) bool {
 	req, err := http.NewRequest(http.MethodPost, raw, nil)
 	if err != nil {
 		return false
 	}
-	return req.Write(io.Discard) == nil
+	var b bytes.Buffer
+	if req.Write(&b) != nil {
+		return false
+	}
+	_, err = http.ReadRequest(bufio.NewReader(&b))
+	return err == nil
 }
 
 // blockedTarget reports why every delivery to raw would be refused at dial

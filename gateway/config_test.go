@@ -579,6 +579,7 @@ func TestConfigRules(t *testing.T) {
 		{"url with userinfo", withEndpoint("https://u:p@example.com/", ""), "endpoints[0].url", 12, "must not contain user info"},
 		{"url with port 0", withEndpoint("https://example.com:0/", ""), "endpoints[0].url", 12, "port outside 1-65535"},
 		{"url with port 99999", withEndpoint("https://example.com:99999/", ""), "endpoints[0].url", 12, "port outside 1-65535"},
+		{"url with a space in its query", withEndpoint("\"https://example.com/x?a b\"", ""), "endpoints[0].url", 12, "space in its query; write it as %20"},
 		{"secret not whsec", ep("    secret: abc\n"), "endpoints[0].secret", 13, "must be whsec_ followed by base64 of at least 24 bytes"},
 		{"secret too short", ep("    secret: whsec_MDEyMzQ1Njc4OWFiY2RlZg==\n"), "endpoints[0].secret", 13, "at least 24 bytes"},
 		{"unknown source", ep("    sources: [s1, nope]\n"), "endpoints[0].sources[1]", 13, `unknown source "nope"`},
