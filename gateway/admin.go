@@ -56,6 +56,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 		DisableStartupMessage:        true,
 		DisablePreParseMultipartForm: true,
 		ErrorHandler:                 adminErrorHandler,
+		JSONEncoder:                  marshalPlainJSON,
 		ReadTimeout:                  30 * time.Second,
 		WriteTimeout:                 30 * time.Second,
 	})
@@ -425,16 +426,33 @@ type list[T any] struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
+// marshalPlainJSON encodes an answer without encoding/json's HTML
+// escaping: no answer is HTML, and the escapes made an XML or HTML event
+// body (SendGrid's inbound parse, SOAP-style providers) about five times
+// its size in GET /events.
+func marshalPlainJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // pageByID pages a slice sorted by ID in memory (endpoints and sources,
-// which the store lists whole): the cursor is the last ID of a page.
-func pageByID[T any](items []T, id func(*T) string, p page) (list[T], error) {
+// which the store lists whole): the cursor is the list's kind and the
+// last ID of a page, so one list's cursor is refused by another rather
+// than read as an ID to start after.
+func pageByID[T any](items []T, kind string, id func(*T) string, p page) (list[T], error) {
 	after := ""
 	if p.cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(p.cursor)
-		if err != nil || !idPattern.Match(b) {
-			return list[T]{}, badRequest("cursor", "the cursor is not one this API returned")
+		rest, ok := bytes.CutPrefix(b, []byte(kind+":"))
+		if err != nil || !ok || !idPattern.Match(rest) {
+			return list[T]{}, badRequest("cursor", "the cursor is not one this API returned for this list")
 		}
-		after = string(b)
+		after = string(rest)
 	}
 	out := list[T]{Data: make([]T, 0, min(len(items), p.limit))}
 	for i := range items {
@@ -442,7 +460,7 @@ func pageByID[T any](items []T, id func(*T) string, p page) (list[T], error) {
 			continue
 		}
 		if len(out.Data) == p.limit {
-			out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(id(&out.Data[len(out.Data)-1])))
+			out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + id(&out.Data[len(out.Data)-1])))
 			break
 		}
 		out.Data = append(out.Data, items[i])

@@ -116,7 +116,7 @@ func (a *adminAPI) listEndpoints(c *fiber.Ctx) error {
 		return a.storeError(err, "endpoint")
 	}
 	eps = slices.DeleteFunc(eps, func(ep storage.Endpoint) bool { return !who(c).sees(ep.Tenant) })
-	out, err := pageByID(eps, func(ep *storage.Endpoint) string { return ep.ID }, p)
+	out, err := pageByID(eps, "endpoint", func(ep *storage.Endpoint) string { return ep.ID }, p)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func (a *adminAPI) listSources(c *fiber.Ctx) error {
 		return a.storeError(err, "source")
 	}
 	srcs = slices.DeleteFunc(srcs, func(s storage.Source) bool { return !who(c).sees(s.Tenant) })
-	out, err := pageByID(srcs, func(s *storage.Source) string { return s.ID }, p)
+	out, err := pageByID(srcs, "source", func(s *storage.Source) string { return s.ID }, p)
 	if err != nil {
 		return err
 	}
