@@ -150,6 +150,9 @@ type Catalog interface {
 // so they sort by time); an engine may end a page short, even empty,
 // with a next cursor, to bound the records one call reads when a filter
 // matches few of them. The last page is the one without a cursor.
+// ListEvents also ends a page short, with a cursor, before the bodies
+// and headers of its events pass PageBytes (a page holds at least one
+// event): a page of large bodies is otherwise up to a GiB in memory.
 type Inspector interface {
 	GetEvent(ctx context.Context, id string) (Event, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, string, error)
@@ -408,6 +411,10 @@ type Source struct {
 	CreatedAt  time.Time    `json:"created_at"`
 	UpdatedAt  time.Time    `json:"updated_at"`
 }
+
+// PageBytes bounds the bodies and headers of the events on one page of
+// ListEvents (see Inspector).
+const PageBytes = 8 << 20
 
 // EventFilter selects events; zero fields match everything. Results are
 // newest first.

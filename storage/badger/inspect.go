@@ -66,7 +66,16 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 		}
 		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type) &&
 			within(ev.ReceivedAt, f.Since, f.Until), err
-	}, func(ev *storage.Event) string { return ev.ID })
+	}, func(ev *storage.Event) string { return ev.ID }, eventBytes)
+}
+
+// eventBytes is what an event weighs against storage.PageBytes.
+func eventBytes(ev *storage.Event) int {
+	n := len(ev.Body)
+	for k, v := range ev.Headers {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // ListDeliveries returns a page of deliveries, newest first. A tenant's
@@ -115,7 +124,7 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 			(f.Event == "" || d.Event == f.Event) && (f.State == "" || d.State == f.State) &&
 			within(d.CreatedAt, f.Since, f.Until)
 		return d, match, err
-	}, func(d *storage.Delivery) string { return d.ID })
+	}, func(d *storage.Delivery) string { return d.ID }, nil)
 }
 
 // within reports whether t is in [since, until] (a zero bound is open).
@@ -145,8 +154,10 @@ var listScanBudget = 10_000
 
 // listPage loads the records of a page, keeping those load says match; the
 // cursor is the last ID returned when there is more, or the last ID looked
-// at when the scan budget ran out first.
-func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string) ([]T, string, error) {
+// at when the scan budget ran out first. weigh, if not nil, sizes a record
+// against storage.PageBytes: the page ends before the one that would
+// pass it.
+func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string, weigh func(*T) int) ([]T, string, error) {
 	limit := pageLimit(q.limit)
 	after, err := decodeCursor(q.cursor, q.idPrefix)
 	if err != nil {
@@ -154,7 +165,7 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	}
 	var out []T
 	more := false
-	examined, stoppedAt := 0, ""
+	examined, stoppedAt, bytes := 0, "", 0
 	err = db.view(func(txn *bdg.Txn) error {
 		return scanIDsNewestFirst(txn, q.prefixes, after, q.idPrefix, q.since, q.until, func(id string) (bool, error) {
 			rec, match, err := load(txn, id)
@@ -162,11 +173,15 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 				return false, err
 			}
 			if match {
-				if len(out) == limit {
+				n := 0
+				if weigh != nil {
+					n = weigh(&rec)
+				}
+				if len(out) == limit || len(out) > 0 && bytes+n > storage.PageBytes {
 					more = true
 					return false, nil
 				}
-				out = append(out, rec)
+				out, bytes = append(out, rec), bytes+n
 			}
 			// Out of budget: stop after this record, returned or not,
 			// even with a full page (looking for one more match to tell

@@ -33,7 +33,7 @@ func TestListPageBudgetBoundsScanOfAFullPage(t *testing.T) {
 		loads++
 		d, err := getDelivery(txn, id)
 		return d, d.Tenant == "a", err
-	}, func(d *storage.Delivery) string { return d.ID })
+	}, func(d *storage.Delivery) string { return d.ID }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ func Run(t *testing.T, o Opener) {
 		"EarlierDueAfterClaims":             testEarlierDueAfterClaims,
 		"ClaimsRaceInserts":                 testClaimsRaceInserts,
 		"ListEventsPaging":                  testListEventsPaging,
+		"ListEventsPageBytes":               testListEventsPageBytes,
 		"ListTimeBoundsExact":               testListTimeBoundsExact,
 		"ListDeliveriesFilters":             testListDeliveriesFilters,
 		"Catalog":                           testCatalog,
@@ -646,6 +648,43 @@ func testListEventsPaging(t *testing.T, o Opener) {
 	}
 	if _, _, err := s.ListEvents(ctx, storage.EventFilter{Cursor: "garbage!"}); !errors.Is(err, storage.ErrBadCursor) {
 		t.Fatalf("bad cursor: %v", err)
+	}
+}
+
+// A page of large events ends short of storage.PageBytes, and its cursor
+// leads on to every event once.
+func testListEventsPageBytes(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	base := time.Now().UTC().Add(-time.Hour)
+	body := strings.Repeat("a", 1<<20)
+	want := map[string]bool{}
+	for i := range storage.PageBytes>>20 + 4 {
+		req := event("acme", "stripe", fmt.Sprint("big", i), body, base.Add(time.Duration(i)*time.Millisecond))
+		must(s.Accept(ctx, req))
+		want[req.Event.ID] = true
+	}
+	seen, cursor, pages := map[string]int{}, "", 0
+	for ; ; pages++ {
+		evs, next := must2(s.ListEvents(ctx, storage.EventFilter{Tenant: "acme", Limit: 1000, Cursor: cursor}))
+		n := 0
+		for _, e := range evs {
+			seen[e.ID]++
+			n += len(e.Body)
+		}
+		if len(evs) > 1 && n > storage.PageBytes {
+			t.Fatalf("a page of %d events carries %d bytes of bodies, over PageBytes %d", len(evs), n, storage.PageBytes)
+		}
+		if cursor = next; cursor == "" || pages > len(want) {
+			break
+		}
+	}
+	if pages == 0 {
+		t.Fatalf("%d events of 1 MiB came in one page", len(want))
+	}
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("event %s listed %d times across %d pages", id, seen[id], pages+1)
+		}
 	}
 }
 
