@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"hookgate/outbound"
+	"hookgate/storage"
 )
 
 // Retention sweeps: how often, and how many events one transaction removes
@@ -97,9 +100,10 @@ func (b *background) retentionLoop(ctx context.Context) {
 }
 
 func (b *background) purge(ctx context.Context) {
-	cutoff := time.Now().Add(-b.g.cfg.Retention.D())
+	now := time.Now()
+	cutoff, liveCutoff := now.Add(-b.g.cfg.Retention.D()), now.Add(-b.g.longestRetryWindow())
 	for ctx.Err() == nil {
-		n, err := b.g.store.Purge(ctx, cutoff, retentionBatch)
+		n, err := b.g.store.Purge(ctx, cutoff, liveCutoff, retentionBatch)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				b.g.log.Warn("retention sweep failed", "err", err)
@@ -113,4 +117,20 @@ func (b *background) purge(ctx context.Context) {
 	if _, err := b.g.store.PurgeReplays(ctx, cutoff); err != nil && !errors.Is(err, context.Canceled) {
 		b.g.log.Warn("retention sweep of replay jobs failed", "err", err)
 	}
+}
+
+// longestRetryWindow is how long a delivery to one of the endpoints may
+// retry: its max_elapsed and an attempt's lease. The retention sweep keeps
+// an event while a delivery of it is inside this window, however short
+// retention is: config.yaml refuses a retention shorter than the windows
+// it sets, but an endpoint created through the API under a longer
+// retention keeps its window when retention is lowered.
+func (g *Gateway) longestRetryWindow() time.Duration {
+	w := g.cfg.Retention.D()
+	if snap := g.reg.current(); snap != nil {
+		for i := range snap.endpoints {
+			w = max(w, outbound.WithDefaults(snap.endpoints[i].Retry).MaxElapsed+storage.MaxLease)
+		}
+	}
+	return w
 }

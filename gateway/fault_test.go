@@ -182,8 +182,8 @@ func (f *faultyStore) PutReplay(ctx context.Context, job *storage.ReplayJob) err
 	return f.run("PutReplay", func() error { return f.Store.PutReplay(ctx, job) })
 }
 
-func (f *faultyStore) Purge(ctx context.Context, cutoff time.Time, limit int) (n int, err error) {
-	err = f.run("Purge", func() (e error) { n, e = f.Store.Purge(ctx, cutoff, limit); return e })
+func (f *faultyStore) Purge(ctx context.Context, cutoff, liveCutoff time.Time, limit int) (n int, err error) {
+	err = f.run("Purge", func() (e error) { n, e = f.Store.Purge(ctx, cutoff, liveCutoff, limit); return e })
 	return n, err
 }
 

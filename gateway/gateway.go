@@ -257,6 +257,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	go func() { g.serveErr <- g.public.Listener(g.publicLn) }()
 	go func() { g.serveErr <- g.admin.Listener(g.adminLn) }()
 	g.warnBlockedTargets()
+	g.warnLongRetries()
 	g.log.Info("hookgate started", "version", g.opts.Version, "ingest", g.publicLn.Addr().String(),
 		"admin", g.adminLn.Addr().String(), "storage", g.cfg.Storage.Path)
 	return nil
@@ -425,6 +426,24 @@ func Run(ctx context.Context, cfg *Config, opts Options) error {
 // allow_private_targets false). A warning, not a config error: such a
 // config started before, and its deliveries stay replayable once the URL
 // or the setting is changed. The URL is not logged (it may carry tokens).
+// warnLongRetries names the endpoints whose retry window is longer than
+// retention (created through the API before retention was lowered): their
+// events outlive retention while their deliveries retry.
+func (g *Gateway) warnLongRetries() {
+	snap := g.reg.current()
+	if snap == nil {
+		return
+	}
+	r := g.cfg.Retention.D()
+	for i := range snap.endpoints {
+		ep := &snap.endpoints[i]
+		if w := outbound.WithDefaults(ep.Retry).MaxElapsed; w > r {
+			g.log.Warn("endpoint retries for longer than retention: its events are kept past retention while their deliveries retry; lower its retry.max_elapsed with PATCH /endpoints/{id}",
+				"endpoint", ep.ID, "tenant", ep.Tenant, "max_elapsed", w.String(), "retention", r.String())
+		}
+	}
+}
+
 func (g *Gateway) warnBlockedTargets() {
 	if g.cfg.Delivery.AllowPrivateTargets {
 		return

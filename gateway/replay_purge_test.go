@@ -36,7 +36,7 @@ func (p *purgeMidWrite) EnqueueReplay(ctx context.Context, job *storage.ReplayJo
 			}
 		}
 		t, _ := storage.IDTime("evt_", oldest)
-		if _, err := p.Store.Purge(ctx, t.Add(time.Millisecond), 1); err != nil {
+		if _, err := p.Store.Purge(ctx, t.Add(time.Millisecond), t.Add(time.Millisecond), 1); err != nil {
 			return err
 		}
 		// An endpoint delete arrives now: it waits for this write.

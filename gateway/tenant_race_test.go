@@ -153,7 +153,7 @@ func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
 // retention cutoff and the next retention sweep.
 type unsweptStore struct{ storage.Store }
 
-func (unsweptStore) Purge(context.Context, time.Time, int) (int, error) { return 0, nil }
+func (unsweptStore) Purge(context.Context, time.Time, time.Time, int) (int, error) { return 0, nil }
 
 // An id older than retention answers 410 when no event has it. Until
 // 2026-11-29 one that existed in another tenant, not yet swept, answered

@@ -194,11 +194,13 @@ type Maintainer interface {
 	// Purge deletes events received before cutoff, with their deliveries and
 	// attempts, at most limit events per call. It returns how many it deleted.
 	// An event with a live delivery whose retry budget (RetryFrom) started
-	// at or after cutoff is kept until that delivery finishes. It returns
-	// fewer than limit only when it has gone through every event before
-	// cutoff (an event kept earlier whose delivery has finished since waits
-	// for a later call).
-	Purge(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// at or after cutoff, or at or after liveCutoff (the gateway passes now
+	// minus its endpoints' longest retry window, when that is longer than
+	// retention), is kept until that delivery finishes. It returns fewer
+	// than limit only when it has gone through every event before cutoff
+	// (an event kept earlier whose delivery has finished since waits for a
+	// later call).
+	Purge(ctx context.Context, cutoff, liveCutoff time.Time, limit int) (int, error)
 	// PurgeReplays deletes the finished (completed or failed) replay jobs
 	// last updated before cutoff, and returns how many. A running job is
 	// kept, however old.

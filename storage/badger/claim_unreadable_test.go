@@ -44,7 +44,7 @@ func TestAnUnreadableEventFailsItsDeliveryAndIsPurged(t *testing.T) {
 		t.Fatalf("after 3 leases: state=%s attempts=%d %+v %v; want failed with one attempt saying why", d.State, d.AttemptCount, atts, err)
 	}
 	// Retention, long after: the event and its delivery should go.
-	n, perr := db.Purge(ctx, at.Add(48*time.Hour), 100)
+	n, perr := db.Purge(ctx, at.Add(48*time.Hour), at.Add(48*time.Hour), 100)
 	d, gerr := db.GetDelivery(ctx, id)
 	_, gooderr := db.GetEvent(ctx, good.Event.ID)
 	if perr != nil || gerr == nil || gooderr == nil {

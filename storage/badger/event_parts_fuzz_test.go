@@ -151,7 +151,7 @@ func TestPurgeOfPartedEventWithDamagedHeadDeletesItsParts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := db.Purge(ctx, time.Now().Add(-time.Hour), 100); err != nil || n != 1 {
+	if n, err := db.Purge(ctx, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour), 100); err != nil || n != 1 {
 		t.Fatalf("Purge: %d, %v; want the event", n, err)
 	}
 	if n := countKeys(t, db, prefixEvent); n != 0 {

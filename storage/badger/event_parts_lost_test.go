@@ -66,7 +66,7 @@ func TestPartedEventWithALostPartIsSkippedFailedAndPurged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := db.Purge(ctx, time.Now().Add(-time.Hour), 100); err != nil || n != 3 {
+	if n, err := db.Purge(ctx, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour), 100); err != nil || n != 3 {
 		t.Fatalf("Purge: %d, %v; want all 3 events", n, err)
 	}
 	for _, p := range [][]byte{prefixEventPart, prefixEvent, prefixTenantEvent, prefixDelivery} {

@@ -86,7 +86,7 @@ func TestEventRecordsInParts(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	check("after a restart")
 
-	if n, err := db.Purge(ctx, time.Now().Add(-time.Hour), 100); err != nil || n != len(evs) {
+	if n, err := db.Purge(ctx, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour), 100); err != nil || n != len(evs) {
 		t.Fatalf("purge: %d, %v", n, err)
 	}
 	if n := countKeys(t, db, prefixEventPart); n != 0 {

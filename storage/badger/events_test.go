@@ -127,7 +127,7 @@ func TestLegacyEventRecordsStayUsable(t *testing.T) {
 					t.Fatalf("job %s came without its event", j.Delivery.ID)
 				}
 			}
-			if n, err := db.Purge(ctx, start.Add(3*time.Millisecond), 100); err != nil || n != 3 {
+			if n, err := db.Purge(ctx, start.Add(3*time.Millisecond), start.Add(3*time.Millisecond), 100); err != nil || n != 3 {
 				t.Fatalf("purged %d (err %v), want the 3 oldest", n, err)
 			}
 			for i, req := range reqs {
@@ -136,7 +136,7 @@ func TestLegacyEventRecordsStayUsable(t *testing.T) {
 					t.Fatalf("event %d after the purge: %v", i, err)
 				}
 			}
-			if n, err := db.Purge(ctx, start.Add(time.Hour), 100); err != nil || n != 2 {
+			if n, err := db.Purge(ctx, start.Add(time.Hour), start.Add(time.Hour), 100); err != nil || n != 2 {
 				t.Fatalf("purged %d (err %v), want the other 2", n, err)
 			}
 			if n := countKeys(t, db, legacyPrefixEvent) + countKeys(t, db, prefixEvent); n != 0 {

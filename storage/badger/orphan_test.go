@@ -45,7 +45,7 @@ func TestTenantListingSurvivesAnOrphanIndexKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Purge(ctx, time.Now(), 100); err != nil {
+	if _, err := db.Purge(ctx, time.Now(), time.Now(), 100); err != nil {
 		t.Fatal(err)
 	}
 	left := countKeys(t, db, prefixTenantDelivery)

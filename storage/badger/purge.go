@@ -33,12 +33,12 @@ var purgeScanBudget = 4096
 // each kept event (below) once.
 //
 // An event with a live delivery whose retry budget started at or after
-// cutoff (a replay or a manual retry of an old event) is kept until that
-// delivery finishes: retention must not cut short a retry window it did
-// not see start (the gateway keeps every retry window within retention).
-// A live delivery whose budget started before cutoff does not keep its
-// event: an endpoint disabled for the whole retention period loses its
-// backlog with its events, as before.
+// cutoff (a replay or a manual retry of an old event), or at or after
+// liveCutoff (an endpoint whose retry window is longer than retention), is
+// kept until that delivery finishes: retention must not cut short a retry
+// window it did not see start. A live delivery whose budget started
+// before both does not keep its event: an endpoint disabled for the whole
+// retention period loses its backlog with its events, as before.
 //
 // Kept events cost their deliveries' records, not their bodies. They are
 // walked a window (purgeScanBudget) at a time, one transaction each, and a
@@ -46,7 +46,7 @@ var purgeScanBudget = 4096
 // too, so that a long run of kept events is not walked again by every
 // call. Once a pass has reached the cutoff in every key range the next one
 // starts from the beginning.
-func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+func (db *DB) Purge(ctx context.Context, cutoff, liveCutoff time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -54,7 +54,7 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 	defer db.purgeMu.Unlock()
 	total := 0
 	for {
-		n, more, err := db.purgeWindow(ctx, cutoff, limit-total)
+		n, more, err := db.purgeWindow(ctx, cutoff, liveCutoff, limit-total)
 		total += n
 		if err != nil || !more || total >= limit {
 			return total, err
@@ -64,7 +64,10 @@ func (db *DB) Purge(ctx context.Context, cutoff time.Time, limit int) (int, erro
 
 // purgeWindow is one transaction of Purge; more reports that it stopped
 // before the end of the pass.
-func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n int, more bool, err error) {
+func (db *DB) purgeWindow(ctx context.Context, cutoff, liveCutoff time.Time, limit int) (n int, more bool, err error) {
+	if cutoff.Before(liveCutoff) {
+		liveCutoff = cutoff
+	}
 	from := db.purgeFrom
 	if from == nil {
 		from = make([][]byte, len(eventPrefixes))
@@ -102,7 +105,7 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff time.Time, limit int) (n i
 					break
 				}
 				examined++
-				groups, tenant, keep, err := eventDeliveryKeys(txn, id, cutoff)
+				groups, tenant, keep, err := eventDeliveryKeys(txn, id, liveCutoff)
 				if err != nil {
 					it.Close()
 					return err
@@ -210,10 +213,11 @@ func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) 
 // or one delivery, need several transactions, a prefix of a group goes
 // first, and a later transaction finds the rest through the record and
 // the index entry. keep
-// reports a live delivery whose retry budget started at or after cutoff;
+// reports a live delivery whose retry budget started at or after
+// liveCutoff;
 // then no keys are listed (the event stays). tenant is the deliveries'
 // (an event's deliveries are its tenant's), "" without any.
-func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][]byte, tenant string, keep bool, err error) {
+func eventDeliveryKeys(txn *bdg.Txn, evt string, liveCutoff time.Time) (groups [][][]byte, tenant string, keep bool, err error) {
 	p := append(key(prefixEventDelivery, evt), sep)
 	var index [][]byte
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
@@ -238,7 +242,7 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, cutoff time.Time) (groups [][][
 		case err != nil:
 			return nil, "", false, err
 		}
-		if !d.State.Terminal() && !d.RetryFrom.Before(cutoff) {
+		if !d.State.Terminal() && !d.RetryFrom.Before(liveCutoff) {
 			return nil, "", true, nil
 		}
 		d.ID = id

@@ -39,7 +39,7 @@ func TestPurgeOneDeliveryTooBigForOneTransaction(t *testing.T) {
 	}
 	acceptFor(t, db, "acme", "light", then.Add(time.Millisecond), "ep1")
 
-	n, err := db.Purge(ctx, then.Add(time.Hour), 100)
+	n, err := db.Purge(ctx, then.Add(time.Hour), then.Add(time.Hour), 100)
 	if err != nil || n != 2 {
 		t.Fatalf("Purge = %d, %v; want 2 events deleted, no error", n, err)
 	}

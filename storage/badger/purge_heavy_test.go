@@ -45,7 +45,7 @@ func TestPurgeSplitsAnEventTooBigForOneTransaction(t *testing.T) {
 
 	purged := 0
 	for range 20 {
-		n, err := db.Purge(ctx, then.Add(time.Hour), 100)
+		n, err := db.Purge(ctx, then.Add(time.Hour), then.Add(time.Hour), 100)
 		if err != nil {
 			t.Fatalf("purge: %v", err)
 		}

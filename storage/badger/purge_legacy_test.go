@@ -26,7 +26,7 @@ func TestPurgeSweepGoesPastKeptLegacyEvents(t *testing.T) {
 	sweep := func() int {
 		total := 0
 		for range 100 {
-			n, err := db.Purge(ctx, cutoff, 256)
+			n, err := db.Purge(ctx, cutoff, cutoff, 256)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ func TestPurgeResumesPastKeptEvents(t *testing.T) {
 
 	purged := 0
 	for range 10 {
-		n, err := db.Purge(ctx, cutoff, 100)
+		n, err := db.Purge(ctx, cutoff, cutoff, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestPurgeResumesPastKeptEvents(t *testing.T) {
 	}
 	purged = 0
 	for range 10 {
-		n, err := db.Purge(ctx, cutoff, 100)
+		n, err := db.Purge(ctx, cutoff, cutoff, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestPurgeReturnsShortOnlyAtTheEnd(t *testing.T) {
 	keptAndDue(t, db, now, 10, 0)
 	var got []int
 	for range 10 {
-		n, err := db.Purge(context.Background(), now.Add(-time.Hour), 3)
+		n, err := db.Purge(context.Background(), now.Add(-time.Hour), now.Add(-time.Hour), 3)
 		if err != nil {
 			t.Fatal(err)
 		}

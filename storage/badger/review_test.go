@@ -124,7 +124,7 @@ func TestPurgeOfHeavyEventsSucceeds(t *testing.T) {
 	}
 	total := 0
 	for calls := 0; ; calls++ {
-		n, err := db.Purge(ctx, time.Now().Add(-24*time.Hour), 256)
+		n, err := db.Purge(ctx, time.Now().Add(-24*time.Hour), time.Now().Add(-24*time.Hour), 256)
 		if err != nil || (n == 0 && total < events) {
 			t.Fatalf("Purge(limit 256) = %d, %v after %d events: retention stopped", n, err, total)
 		}

@@ -103,7 +103,7 @@ func TestPurgeDeletesTenantIndexKeys(t *testing.T) {
 	if n := countKeys(t, db, prefixTenantDelivery); n != 3 {
 		t.Fatalf("%d index keys, want 3", n)
 	}
-	if n, err := db.Purge(ctx, then.Add(time.Hour), 100); err != nil || n != 3 {
+	if n, err := db.Purge(ctx, then.Add(time.Hour), then.Add(time.Hour), 100); err != nil || n != 3 {
 		t.Fatalf("purged %d, %v", n, err)
 	}
 	if n := countKeys(t, db, prefixTenantDelivery); n != 0 {

@@ -78,7 +78,7 @@ func TestPurgeRemovesAnUnreadableDeliveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	damage(t, db, deliveryKey(bad.Deliveries[0].ID))
-	n, err := db.Purge(ctx, now.Add(-time.Hour), 100)
+	n, err := db.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
@@ -145,7 +145,7 @@ func TestPurgeRemovesTheAttemptsOfAnUnreadableDeliveryRecord(t *testing.T) {
 		t.Fatalf("%d attempt keys before the purge, want 1", n)
 	}
 	damage(t, db, deliveryKey(j.Delivery.ID))
-	n, err := db.Purge(ctx, now.Add(-time.Hour), 100)
+	n, err := db.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}

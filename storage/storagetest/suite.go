@@ -45,6 +45,7 @@ func Run(t *testing.T, o Opener) {
 		"ClaimsRaceInserts":                 testClaimsRaceInserts,
 		"ListEventsPaging":                  testListEventsPaging,
 		"ListEventsPageBytes":               testListEventsPageBytes,
+		"PurgeKeepsLongRetryWindows":        testPurgeKeepsLongRetryWindows,
 		"ListTimeBoundsExact":               testListTimeBoundsExact,
 		"ListDeliveriesFilters":             testListDeliveriesFilters,
 		"Catalog":                           testCatalog,
@@ -890,7 +891,7 @@ func testPurge(t *testing.T, o Opener) {
 	fresh := event("acme", "stripe", "fresh", "b", now, "ep1")
 	must(s.Accept(ctx, old))
 	must(s.Accept(ctx, fresh))
-	if n := must(s.Purge(ctx, now.Add(-time.Hour), 100)); n != 1 {
+	if n := must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)); n != 1 {
 		t.Fatalf("purged %d, want 1", n)
 	}
 	if _, err := s.GetEvent(ctx, old.Event.ID); !errors.Is(err, storage.ErrNotFound) {
@@ -935,7 +936,7 @@ func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
 		Attempt: storage.Attempt{N: 1, At: then, StatusCode: 400}, State: storage.StateFailed}))
 	must(s.Retry(ctx, jobs[0].Delivery.ID, now))
 
-	if n := must(s.Purge(ctx, cutoff, 100)); n != 1 {
+	if n := must(s.Purge(ctx, cutoff, cutoff, 100)); n != 1 {
 		t.Fatalf("purged %d events, want 1 (the one without a fresh retry)", n)
 	}
 	if _, err := s.GetEvent(ctx, stale.Event.ID); !errors.Is(err, storage.ErrNotFound) {
@@ -962,13 +963,50 @@ func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
 		t.Fatalf("fresh retries lost to retention: %v", want)
 	}
 	// Finished: now retention takes them.
-	if n := must(s.Purge(ctx, cutoff, 100)); n != 2 {
+	if n := must(s.Purge(ctx, cutoff, cutoff, 100)); n != 2 {
 		t.Fatalf("purged %d events after the retries finished, want 2", n)
 	}
 	for _, r := range []*storage.AcceptRequest{replayed, retried} {
 		if _, err := s.GetEvent(ctx, r.Event.ID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("finished event kept: %v", err)
 		}
+	}
+}
+
+// testPurgeKeepsLongRetryWindows: liveCutoff keeps an event whose live
+// delivery's budget started before cutoff but after liveCutoff (an
+// endpoint that retries for longer than retention); an event whose
+// deliveries all finished goes at cutoff all the same.
+func testPurgeKeepsLongRetryWindows(t *testing.T, o Opener) {
+	s, ctx := open(t, o), context.Background()
+	now := time.Now().UTC()
+	then := now.Add(-2 * time.Hour)
+	cutoff, liveCutoff := now.Add(-time.Hour), now.Add(-3*time.Hour)
+	retrying := event("acme", "stripe", "retrying", "b", then, "ep1")
+	done := event("acme", "stripe", "done", "b", then.Add(time.Second), "ep2")
+	older := event("acme", "stripe", "older", "b", now.Add(-4*time.Hour), "ep3")
+	for _, r := range []*storage.AcceptRequest{retrying, done, older} {
+		must(s.Accept(ctx, r))
+	}
+	jobs := must(s.Claim(ctx, "ep2", now, 10, time.Minute))
+	if len(jobs) != 1 {
+		t.Fatalf("claim: %+v", jobs)
+	}
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
+	if n := must(s.Purge(ctx, cutoff, liveCutoff, 100)); n != 2 {
+		t.Fatalf("purged %d events, want 2 (the finished one, and the one retrying since before liveCutoff)", n)
+	}
+	must(s.GetEvent(ctx, retrying.Event.ID))
+	must(s.GetDelivery(ctx, retrying.Deliveries[0].ID))
+	for _, r := range []*storage.AcceptRequest{done, older} {
+		if _, err := s.GetEvent(ctx, r.Event.ID); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("event %s kept: %v", r.Event.EventID, err)
+		}
+	}
+	// Without the longer window it goes.
+	if n := must(s.Purge(ctx, cutoff, cutoff, 100)); n != 1 {
+		t.Fatalf("purged %d events with liveCutoff = cutoff, want 1", n)
 	}
 }
 

@@ -110,7 +110,7 @@ func testCursorSurvivesPurgeAndRestart(t *testing.T, o Opener) {
 	}
 	// Retention deletes the event the cursors name; the older ones are
 	// kept by their fresh deliveries.
-	if n := must(s.Purge(ctx, old.Add(5*time.Second), 100)); n != 1 {
+	if n := must(s.Purge(ctx, old.Add(5*time.Second), old.Add(5*time.Second), 100)); n != 1 {
 		t.Fatalf("purged %d, want 1", n)
 	}
 	if o.Reopen != nil {
@@ -257,7 +257,7 @@ func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 		"EnqueueReplay": func() error { return s.EnqueueReplay(ctx, &storage.ReplayJob{ID: "rpl_x"}, nil) },
 		"GetReplay":     func() error { _, err := s.GetReplay(ctx, "rpl_x"); return err },
 		"ListReplays":   func() error { _, err := s.ListReplays(ctx, ""); return err },
-		"Purge":         func() error { _, err := s.Purge(ctx, now.Add(time.Hour), 10); return err },
+		"Purge":         func() error { _, err := s.Purge(ctx, now.Add(time.Hour), now.Add(time.Hour), 10); return err },
 		"Accept":        func() error { _, err := s.Accept(ctx, event("acme", "stripe", "cl", "b", now)); return err },
 	}
 	for name, call := range calls {
@@ -373,7 +373,7 @@ func testEnqueueRacesPurge(t *testing.T, o Opener) {
 		var wg sync.WaitGroup
 		var enqErr, purgeErr error
 		wg.Go(func() { enqErr = s.Enqueue(ctx, []storage.Delivery{fresh}) })
-		wg.Go(func() { _, purgeErr = s.Purge(ctx, cutoff, 100) })
+		wg.Go(func() { _, purgeErr = s.Purge(ctx, cutoff, cutoff, 100) })
 		wg.Wait()
 		ok(purgeErr)
 		switch {
@@ -390,7 +390,7 @@ func testEnqueueRacesPurge(t *testing.T, o Opener) {
 			t.Fatalf("round %d: enqueue: %v", i, enqErr)
 		}
 	}
-	ok(func() error { _, err := s.Purge(ctx, cutoff, 100); return err }())
+	ok(func() error { _, err := s.Purge(ctx, cutoff, cutoff, 100); return err }())
 	got := map[string]bool{}
 	for _, j := range must(s.Claim(ctx, "fresh", now, 100, time.Minute)) {
 		if string(j.Event.Body) != "b" {
@@ -413,7 +413,7 @@ func testPurgeKeepsDedupeRecords(t *testing.T, o Opener) {
 	first := event("acme", "stripe", "pd", "b", now.Add(-2*time.Hour), "ep")
 	first.DedupeUntil = now.Add(time.Hour)
 	must(s.Accept(ctx, first))
-	if n := must(s.Purge(ctx, now.Add(-time.Hour), 100)); n != 1 {
+	if n := must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)); n != 1 {
 		t.Fatalf("purged %d, want 1", n)
 	}
 	resend := event("acme", "stripe", "pd", "b", now, "ep")

@@ -269,7 +269,7 @@ func testPurgeLimitAndAttempts(t *testing.T, o Opener) {
 	}
 	var ns []int
 	for range 4 {
-		ns = append(ns, must(s.Purge(ctx, now.Add(-time.Hour), 2)))
+		ns = append(ns, must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 2)))
 	}
 	if fmt.Sprint(ns) != "[2 2 1 0]" {
 		t.Fatalf("purge counts %v, want [2 2 1 0]", ns)
