@@ -126,6 +126,10 @@ func refuseUnknownMethods(app *fiber.App, counted prometheus.Counter) {
 			return
 		}
 		counted.Inc()
+		// Closed, as after checkFraming's 400: the request's framing was
+		// never checked, so what follows it on the connection may be a
+		// body a proxy in front forwarded, not a request.
+		ctx.SetConnectionClose()
 		ctx.SetStatusCode(fiber.StatusBadRequest)
 		ctx.SetContentType("application/problem+json")
 		ctx.SetBody(body)
