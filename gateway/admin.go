@@ -216,7 +216,46 @@ func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
 	if field := nullField(body); field != "" {
 		return badRequest(field, "must not be null: leave a field out to keep it (PATCH) or to take its default")
 	}
+	// encoding/json turns a lone surrogate escape into U+FFFD, as it does
+	// an invalid byte: a secret sent as "\udcff" was stored other than sent.
+	if loneSurrogate(body) {
+		return badRequest("", "the body has a \\u escape of a lone UTF-16 surrogate, which is no character")
+	}
 	return nil
+}
+
+// loneSurrogate reports a \uD800-\uDFFF escape in a valid JSON text that
+// is not a high surrogate followed by a low one.
+func loneSurrogate(body []byte) bool {
+	hex4 := func(b []byte) (rune, bool) {
+		if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[2:6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(body[i:])
+		if !ok {
+			i++ // another escape: skip its character (it may be a backslash)
+			continue
+		}
+		i += 5
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			lo, ok := hex4(body[i+1:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
 }
 
 // nullField names the first member, or array element, of a JSON body
