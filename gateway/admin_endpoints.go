@@ -210,7 +210,13 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		e.retryAfter = 5
 		return e
 	}
-	if _, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
+	if old, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
+		if derived && old.Tenant == ep.Tenant {
+			// The first run of this key use, still running when this one
+			// took the key over after its lease, made it meanwhile.
+			a.g.reloadRegistry()
+			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
+		}
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "an endpoint with this id already exists")
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return a.storeError(err, "endpoint")
