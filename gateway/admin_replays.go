@@ -83,7 +83,18 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.PutReplay(ctx, &job); err != nil {
+	if err := a.g.store.CreateReplay(ctx, &job); errors.Is(err, storage.ErrConflict) && derived {
+		// The first run of this key use, still running when this one took
+		// the key over after its lease, wrote the job meanwhile: that job
+		// is the answer, started once.
+		old, err := a.g.store.GetReplay(ctx, job.ID)
+		if err != nil {
+			return a.storeError(err, "replay")
+		}
+		return c.Status(fiber.StatusAccepted).JSON(newReplayView(&old))
+	} else if errors.Is(err, storage.ErrConflict) {
+		return newAPIError(fiber.StatusConflict, "already-exists", "", "a replay job with this id already exists")
+	} else if err != nil {
 		return a.storeError(err, "replay")
 	}
 	a.g.bg.replays.Submit(job.ID)

@@ -179,6 +179,11 @@ type Idempotency interface {
 
 // Replays keeps bulk replay jobs.
 type Replays interface {
+	// CreateReplay writes a new job; ErrConflict if one has its id (a
+	// job id derived from an admin Idempotency-Key use is written once,
+	// whichever run of the request writes it first).
+	CreateReplay(ctx context.Context, job *ReplayJob) error
+	// PutReplay writes a job, new or not.
 	PutReplay(ctx context.Context, job *ReplayJob) error
 	// EnqueueReplay adds deliveries of stored events, as Enqueue does, and
 	// writes job (a bulk replay's progress) in the same write: both or

@@ -17,6 +17,19 @@ func (db *DB) PutReplay(ctx context.Context, job *storage.ReplayJob) error {
 	return db.update(ctx, 512, func(txn *bdg.Txn) error { return putRecord(txn, replayKey(v.ID), &v) })
 }
 
+// CreateReplay writes a new replay job, or answers ErrConflict.
+func (db *DB) CreateReplay(ctx context.Context, job *storage.ReplayJob) error {
+	v := *job
+	return db.update(ctx, 512, func(txn *bdg.Txn) error {
+		if _, err := txn.Get(replayKey(v.ID)); err == nil {
+			return storage.ErrConflict
+		} else if !errors.Is(err, bdg.ErrKeyNotFound) {
+			return err
+		}
+		return putRecord(txn, replayKey(v.ID), &v)
+	})
+}
+
 // GetReplay reads one replay job.
 func (db *DB) GetReplay(ctx context.Context, id string) (storage.ReplayJob, error) {
 	var job storage.ReplayJob

@@ -882,6 +882,21 @@ func testReplays(t *testing.T, o Opener) {
 	if running := must(s.ListReplays(ctx, storage.ReplayRunning)); len(running) != 0 {
 		t.Fatalf("running: %+v", running)
 	}
+	// CreateReplay writes a job once: a second creation under the same id
+	// (two runs of one admin request) is ErrConflict, and changes nothing.
+	fresh := storage.ReplayJob{ID: storage.NewID("rpl_", now), Tenant: "acme", State: storage.ReplayRunning, CreatedAt: now, Matched: 1}
+	ok(s.CreateReplay(ctx, &fresh))
+	again := fresh
+	again.Matched = 0
+	if err := s.CreateReplay(ctx, &again); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("second CreateReplay: %v, want ErrConflict", err)
+	}
+	if got := must(s.GetReplay(ctx, fresh.ID)); got.Matched != 1 {
+		t.Fatalf("the second CreateReplay changed the job: %+v", got)
+	}
+	if err := s.CreateReplay(ctx, &job); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("CreateReplay over a job written by PutReplay: %v, want ErrConflict", err)
+	}
 }
 
 func testPurge(t *testing.T, o Opener) {

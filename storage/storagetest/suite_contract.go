@@ -254,6 +254,7 @@ func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 		},
 		"AbandonKey":    func() error { return s.AbandonKey(ctx, "t", "k", now) },
 		"PutReplay":     func() error { return s.PutReplay(ctx, &storage.ReplayJob{ID: "rpl_x"}) },
+		"CreateReplay":  func() error { return s.CreateReplay(ctx, &storage.ReplayJob{ID: "rpl_y"}) },
 		"EnqueueReplay": func() error { return s.EnqueueReplay(ctx, &storage.ReplayJob{ID: "rpl_x"}, nil) },
 		"GetReplay":     func() error { _, err := s.GetReplay(ctx, "rpl_x"); return err },
 		"ListReplays":   func() error { _, err := s.ListReplays(ctx, ""); return err },
