@@ -324,11 +324,11 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, key string, line int) {
 		return
 	}
 	if len(exp.unset) > 0 {
-		// Fail closed: an unset variable must not quietly shorten a value
-		// ("hg_${TOKEN}" becoming the guessable "hg_") or empty it (a token's
-		// tenant "${T}" becoming "", the operator).
+		// Fail closed: an unset or empty variable must not quietly shorten
+		// a value ("hg_${TOKEN}" becoming the guessable "hg_") or empty it
+		// (a token's tenant "${T}" becoming "", the operator).
 		d.unset[key] = exp.unset
-		d.errorf(line, key, "environment variable %s is not set (write ${NAME:-default} where a value may be left out)",
+		d.errorf(line, key, "environment variable %s is not set or is empty (write ${NAME:-default} where a value may be left out)",
 			strings.Join(exp.unset, ", "))
 		return
 	}

@@ -10,23 +10,28 @@ import (
 var (
 	errUnterminatedRef = errors.New("unterminated ${ reference (write $$ for a literal $)")
 	errBadVarName      = errors.New("invalid ${…} reference: want ${NAME} or ${NAME:-default}, NAME made of letters, digits and _")
+	errNestedRef       = errors.New("a ${NAME:-default} default cannot hold another ${…} reference (write $$ for a literal $)")
 )
 
 // expansion is the result of expanding one scalar.
 type expansion struct {
 	value string
 	// unset names the variables that were referenced without a default and
-	// are not set, so an empty required value can say which one to set.
+	// are not set or empty, so an empty required value can say which one
+	// to set.
 	unset []string
 }
 
 // expandEnv replaces ${NAME} and ${NAME:-default} in s with values from
 // lookup, and $$ with a literal $. Like the shell, the default applies when
-// the variable is unset or empty. An unset variable without a default expands
-// to "" and is named in unset: the decoder reports it as an error of the
-// key it is in. A $ followed by
-// anything else is kept as written. The default is taken literally (no nested
-// references). Expansion runs on parsed scalars, never on the raw file, so a
+// the variable is unset or empty. An unset or empty variable without a
+// default expands to "" and is named in unset: the decoder reports it as an
+// error of the key it is in (docker compose, Kubernetes and systemd set a
+// variable to "" where it was meant to be absent: a tenant "${T}" must not
+// become the operator's ""). A $ followed by anything else is kept as
+// written. A default is taken literally, and one that holds "${" is an
+// error (the shell's ${A:-${B}} would otherwise be the text "${B}", a
+// token anyone reading the file knows). Expansion runs on parsed scalars, never on the raw file, so a
 // value can never inject YAML structure.
 func expandEnv(s string, lookup func(string) (string, bool)) (expansion, error) {
 	if !strings.Contains(s, "$") {
@@ -68,11 +73,14 @@ func expandRef(rest string, lookup func(string) (string, bool), b *strings.Build
 	if !validEnvName(name) {
 		return 0, errBadVarName
 	}
-	v, ok := lookup(name)
+	if strings.Contains(def, "${") {
+		return 0, errNestedRef
+	}
+	v, _ := lookup(name)
 	switch {
 	case hasDef && v == "":
 		v = def
-	case !ok:
+	case v == "":
 		out.unset = append(out.unset, name)
 	}
 	b.WriteString(v)
