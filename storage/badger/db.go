@@ -25,11 +25,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 
 	"hookgate/storage"
 )
@@ -103,6 +106,7 @@ type DB struct {
 	purgeMu   sync.Mutex
 	purgeFrom [][]byte // per event prefix, where the next Purge resumes
 	dir       string
+	lock      *os.File     // dirLock's: held until Close
 	space     spaceReading // the writer's last free-space reading
 	memtable  int64        // Badger's MemTableSize (space.go)
 
@@ -160,6 +164,18 @@ func Open(dir string, o Options) (*DB, error) {
 	// memory: with tables growing per level (the default) a large backlog
 	// took gigabytes. Equal-sized tables keep that bounded.
 	opts.TableSizeMultiplier = 1
+	// Locked before anything in dir is touched: the repair below deletes
+	// files, and Badger's own lock is taken only in its Open.
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			_ = lock.Close()
+		}
+	}()
 	if err := removeEmptyMemtableLogs(dir); err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
@@ -189,8 +205,10 @@ func Open(dir string, o Options) (*DB, error) {
 		recent:   newRecentKeys(),
 		durable:  make(chan struct{}),
 		dir:      dir,
+		lock:     lock,
 		memtable: memtable,
 	}
+	opened = true // Close releases the lock from here on
 	syncDone := make(chan struct{})
 	go db.syncLoop(syncDone)
 	go func() {
@@ -215,6 +233,28 @@ func Open(dir string, o Options) (*DB, error) {
 	return db, nil
 }
 
+// lockDir takes an exclusive lock of hookgate's own on dir (a flock of
+// dir/hookgate.lock, released by closing the file or by the process's
+// end), creating dir if need be. A second process on a data directory in
+// use is refused before it touches a file there.
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "hookgate.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errors.New("the data directory is in use by another hookgate process (or another store in this one)")
+		}
+		return nil, fmt.Errorf("lock the data directory: %w", err)
+	}
+	return f, nil
+}
+
 // Dir returns the directory the store lives in.
 func (db *DB) Dir() string { return db.db.Opts().Dir }
 
@@ -230,6 +270,7 @@ func (db *DB) Close() error {
 		<-db.done
 		db.bg.Wait()
 		err = db.closeBadger()
+		_ = db.lock.Close()
 	})
 	return err
 }
