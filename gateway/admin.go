@@ -67,6 +67,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 	a := &adminAPI{g: g, tokens: hashTokens(g.cfg.Admin.Tokens)}
 	a.routes(app.Group("/api/v1"))
 	refuseUnknownMethods(app, g.metrics.refused("admin", "method"))
+	countParserRefusals(app, g.metrics.refused("admin", "headers"), g.metrics.refused("admin", "timeout"), g.metrics.refused("admin", "framing"))
 	return app
 }
 

@@ -234,6 +234,7 @@ func (g *Gateway) init(ctx context.Context) error {
 		g.countRefusedEncodings, refuseEncodedBodies)
 	g.public.Post("/ingest/:source", g.ingest)
 	refuseUnknownMethods(g.public, g.metrics.refused("ingest", "method"))
+	countParserRefusals(g.public, g.metrics.refused("ingest", "headers"), g.metrics.refused("ingest", "timeout"), g.metrics.refused("ingest", "framing"))
 	g.admin = g.newAdminApp()
 	return nil
 }

@@ -68,7 +68,7 @@ func newMetrics(store storage.Store) *metrics {
 		}, []string{"endpoint"}),
 		refusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_http_refused_total",
-			Help: "Requests answered before or without their route's own outcome, by listener (ingest, admin) and reason: framing (ambiguous framing or header lines: 400; a transfer coding other than chunked: 501), method (not an HTTP method: 400), panic (a handler panicked: 500).",
+			Help: "Requests answered before or without their route's own outcome, by listener (ingest, admin) and reason: framing (ambiguous framing, header lines or a request the server cannot parse: 400; a transfer coding other than chunked: 501), headers (a header block over the read buffer: 431), timeout (a request that stopped arriving: 408), method (not an HTTP method: 400), panic (a handler panicked: 500).",
 		}, []string{"listener", "reason"}),
 	}
 	m.reg.MustRegister(m.ingestTotal, m.attemptsTotal, m.attemptLatency, m.deliveredTotal, m.e2eLatency, m.inFlight, m.refusedTotal,

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -133,6 +136,30 @@ func refuseUnknownMethods(app *fiber.App, counted prometheus.Counter) {
 		ctx.SetStatusCode(fiber.StatusBadRequest)
 		ctx.SetContentType("application/problem+json")
 		ctx.SetBody(body)
+	}
+}
+
+// countParserRefusals counts, by reason, the requests app's HTTP server
+// refuses before any handler runs: a header block over its read buffer
+// (headers, 431), a request that stopped arriving (timeout, 408), one it
+// cannot parse (framing, 400: a Content-Length that is no number, a body
+// that is not chunked under Transfer-Encoding). A body over the limit
+// (413) is counted as an ingest outcome (too_large), by publicError.
+func countParserRefusals(app *fiber.App, headers, timeout, framing prometheus.Counter) {
+	srv := app.Server()
+	next := srv.ErrorHandler
+	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		var netErr net.Error
+		switch {
+		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+			headers.Inc()
+		case errors.As(err, &netErr) && netErr.Timeout(), strings.Contains(err.Error(), "timeout"):
+			timeout.Inc()
+		case errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, fasthttp.ErrGetOnly):
+		default:
+			framing.Inc()
+		}
+		next(ctx, err)
 	}
 }
 
