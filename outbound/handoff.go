@@ -57,7 +57,6 @@ func (l *endpointLoop) reserve(now time.Time) (storage.Endpoint, bool) {
 		l.limiter.ReserveN(now, 1)
 	}
 	l.inFlight++
-	l.d.cfg.Metrics.InFlight(l.id, 1)
 	return l.ep, true
 }
 

@@ -204,7 +204,6 @@ func (l *endpointLoop) plan(now time.Time) plan {
 	if l.limiter != nil {
 		p.tokens = l.limiter.ReserveN(now, p.n)
 	}
-	l.d.cfg.Metrics.InFlight(l.id, p.n)
 	return p
 }
 
@@ -267,9 +266,6 @@ func (l *endpointLoop) claimed(p plan, n int, now time.Time) (probe uint64) {
 		probe = l.probe
 	}
 	l.mu.Unlock()
-	if unused > 0 {
-		l.d.cfg.Metrics.InFlight(l.id, -unused)
-	}
 	return probe
 }
 
@@ -294,10 +290,14 @@ func (l *endpointLoop) idleWait(ctx context.Context, progressed bool) time.Durat
 }
 
 // attempt sends one claimed delivery and records its outcome, or releases
-// the claim when a shutdown abandoned the attempt.
+// the claim when a shutdown abandoned the attempt. It alone moves the
+// in-flight gauge: the slots a claim reserves before it is written are
+// not attempts (an idle endpoint showed max_in_flight for every claim).
 func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint64) {
 	defer l.d.jobs.Done()
 	defer l.finished()
+	l.d.cfg.Metrics.InFlight(l.id, 1)
+	defer l.d.cfg.Metrics.InFlight(l.id, -1)
 	d := l.d
 	if job.Delivery.Tenant != ep.Tenant {
 		d.cancelForeign(&ep, job)
@@ -341,7 +341,6 @@ func (l *endpointLoop) finished() {
 	l.mu.Lock()
 	l.inFlight--
 	l.mu.Unlock()
-	l.d.cfg.Metrics.InFlight(l.id, -1)
 	l.poke()
 }
 
