@@ -86,12 +86,25 @@ func (db *DB) PurgeReplays(ctx context.Context, cutoff time.Time) (int, error) {
 
 // ListReplays returns the replay jobs in a state ("" = all), oldest first.
 func (db *DB) ListReplays(ctx context.Context, state storage.ReplayState) ([]storage.ReplayJob, error) {
+	// One damaged job record must not fail the listing: it stopped every
+	// start's resume of the running jobs, and every sweep of old ones.
 	var all []storage.ReplayJob
 	err := db.view(func(txn *bdg.Txn) error {
-		return scanRecords(txn, prefixReplay, func() any {
-			all = append(all, storage.ReplayJob{})
-			return &all[len(all)-1]
-		})
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixReplay, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var job storage.ReplayJob
+			var bad error
+			if err := it.Item().Value(func(b []byte) error { bad = decode(b, &job); return nil }); err != nil {
+				return err
+			}
+			if bad != nil {
+				db.log.Error("skipped an unreadable replay job record", "key", string(it.Item().Key()), "err", bad)
+				continue
+			}
+			all = append(all, job)
+		}
+		return nil
 	})
 	if err != nil || state == "" {
 		return all, err
