@@ -457,8 +457,16 @@ func queryTime(c *fiber.Ctx, name string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, badRequest(name, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 	}
+	if t.IsZero() {
+		return time.Time{}, badRequest(name, zeroTimeDetail)
+	}
 	return t, nil
 }
+
+// zeroTimeDetail refuses 0001-01-01T00:00:00Z, the zero time: taken as
+// given it is "no bound", and a POST /replays with only that until
+// replayed every event.
+const zeroTimeDetail = "is the zero time (0001-01-01T00:00:00Z), which would mean no bound: leave it out for none"
 
 // list is the answer of every list route.
 type list[T any] struct {

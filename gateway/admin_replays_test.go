@@ -98,6 +98,8 @@ func TestAdminBulkReplay(t *testing.T) {
 		{jsonMap{"status": "lost"}, 422, "status", "bad status"},
 		{jsonMap{"since": "yesterday"}, 422, "since", "bad since"},
 		{jsonMap{"until": "2026-01-01"}, 422, "until", "bad until"},
+		// Alone, the zero time (as "no bound") replayed every event.
+		{jsonMap{"until": "0001-01-01T00:00:00Z"}, 422, "until", "zero until"},
 		{jsonMap{"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, 422, "since", "inverted window"},
 		{jsonMap{"source": "nope"}, 422, "source", "unknown source"},
 		{jsonMap{"endpoint": "nope"}, 422, "endpoint", "unknown endpoint"},
