@@ -260,8 +260,8 @@ endpoints:
     headers: {X-Price: "$$5 ${CURRENCY:-EUR}", X-Dollar: "a$b"}
 `, map[string]string{
 		"PORT":  "9090",
-		"TOKEN": "tok: {not: yaml}\n- x", // stays one string: expansion runs after parsing
-		"PRIV":  "",                      // set but empty: the default applies, as in the shell
+		"TOKEN": "tok: {not: yaml} # - x", // stays one string: expansion runs after parsing
+		"PRIV":  "",                       // set but empty: the default applies, as in the shell
 		"MULT":  "1.5",
 		"URL":   "https://example.com/${NOT_EXPANDED_TWICE}",
 	})
@@ -271,7 +271,7 @@ endpoints:
 	}{
 		{"listen", cfg.Server.Listen, ":9090"},
 		{"max_body", cfg.Server.MaxBody, Size(2 << 20)},
-		{"token", cfg.Admin.Tokens[0].Token, "tok: {not: yaml}\n- x"},
+		{"token", cfg.Admin.Tokens[0].Token, "tok: {not: yaml} # - x"},
 		{"tenant", cfg.Admin.Tokens[0].Tenant, ""},
 		{"allow_private_targets", cfg.Delivery.AllowPrivateTargets, true},
 		{"max_attempts", cfg.Delivery.Retry.MaxAttempts, 7},
@@ -512,6 +512,7 @@ func TestConfigRules(t *testing.T) {
 		{"empty token", "admin:\n  tokens:\n    - token: \"\"\n", "admin.tokens[0].token", 3, "token is required"},
 		{"token missing", "admin:\n  tokens:\n    - {tenant: acme}\n", "admin.tokens[0].token", 3, "token is required"},
 		{"duplicate token", "admin:\n  tokens:\n    - token: abc\n    - token: abc\n      tenant: acme\n", "admin.tokens[1].token", 4, "duplicate token: same as admin.tokens[0].token"},
+		{"token with a line break", "admin:\n  tokens:\n    - token: \"line-one\\nline-two\"\n", "admin.tokens[0].token", 3, "holds a control character"},
 
 		// storage and durations
 		{"postgres", base + "storage:\n  driver: postgres\n", "storage.driver", 4, "postgres is not supported yet"},

@@ -179,6 +179,12 @@ func (d *decoder) tokens(tokens []TokenConfig) {
 			d.fail(key, "starts or ends with whitespace (a newline from a file or a secret store?), so no request could present it")
 			continue
 		}
+		if strings.ContainsFunc(t.Token, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			// No header value holds a control character (a line break
+			// inside a two-line secret): no request could present it.
+			d.fail(key, "holds a control character (a line break inside a multi-line secret?), so no request could present it")
+			continue
+		}
 		if j, dup := first[t.Token]; dup {
 			d.fail(key, "duplicate token: same as admin.tokens[%d].token", j)
 			continue
