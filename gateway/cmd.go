@@ -143,6 +143,12 @@ func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logg
 	if err == nil || explicit || embedded == nil || !errors.Is(err, fs.ErrNotExist) {
 		return cfg, err
 	}
+	// A config.yaml that is there but cannot be followed (a symlink to a
+	// secret or a ConfigMap not mounted) is an error, not a reason to run
+	// the demo config, with its unsigned source and trial token.
+	if _, lerr := os.Lstat(path); lerr == nil || !errors.Is(lerr, fs.ErrNotExist) {
+		return nil, err
+	}
 	log.Info("no config.yaml here: running on the embedded default config")
 	return ParseConfig(embedded, "embedded config.yaml", os.LookupEnv)
 }
