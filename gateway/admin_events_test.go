@@ -114,9 +114,9 @@ func TestAdminEventsList(t *testing.T) {
 		"limit=0": "limit", "limit=1001": "limit", "limit=x": "limit", "limit=-1": "limit",
 		"since=yesterday": "since", "until=2026-13-01T00:00:00Z": "until", "since=1700000000": "since",
 		"since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z": "since",
+		"cursor=bm9wZQ": "cursor", "cursor=%25%25%25": "cursor",
 		// The zero time would be "no bound".
 		"until=0001-01-01T00:00:00Z": "until",
-		"cursor=bm9wZQ": "cursor", "cursor=%25%25%25": "cursor",
 		// A misspelt or repeated filter is refused, not ignored: it
 		// listed everything, as if it matched.
 		"typ=invoice.paid": "typ", "type=a&type=b": "type", "status=failed": "status",
