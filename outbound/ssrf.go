@@ -79,6 +79,7 @@ var blockedPrefixes = []blockedPrefix{
 var (
 	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052: v4 in the last 32 bits
 	sixToFour   = netip.MustParsePrefix("2002::/16")    // RFC 3056: v4 in bits 16-47
+	teredo      = netip.MustParsePrefix("2001::/32")    // RFC 4380: server v4 in bits 32-63, client v4 (inverted) in the last 32
 )
 
 // Blocked reports whether addr must not be dialled unless private targets
@@ -93,22 +94,32 @@ func Blocked(addr netip.Addr) (reason string, blocked bool) {
 			return b.reason, true
 		}
 	}
-	if v4, ok := embeddedIPv4(addr); ok {
-		return Blocked(v4)
+	for _, v4 := range embeddedIPv4(addr) {
+		if reason, blocked := Blocked(v4); blocked {
+			return reason, true
+		}
 	}
 	return "", false
 }
 
-// embeddedIPv4 returns the IPv4 address inside a NAT64 or 6to4 address.
-func embeddedIPv4(addr netip.Addr) (netip.Addr, bool) {
+// embeddedIPv4 returns the IPv4 addresses inside a NAT64, 6to4 or Teredo
+// address (a Teredo address carries its server's and, bit-inverted, its
+// client's).
+func embeddedIPv4(addr netip.Addr) []netip.Addr {
+	if !addr.Is6() {
+		return nil
+	}
 	b := addr.As16()
 	switch {
 	case nat64Prefix.Contains(addr):
-		return netip.AddrFrom4([4]byte(b[12:16])), true
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[12:16]))}
 	case sixToFour.Contains(addr):
-		return netip.AddrFrom4([4]byte(b[2:6])), true
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
+	case teredo.Contains(addr):
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[4:8])),
+			netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})}
 	}
-	return netip.Addr{}, false
+	return nil
 }
 
 // guardDial is a net.Dialer Control function: it runs after DNS resolution,
