@@ -114,7 +114,9 @@ func blockedTarget(raw string) (reason string, blocked bool) {
 	if err != nil {
 		return "", false
 	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	// The host net/http dials: "１２７．０．０．１" and "ⓛocalhost" map to
+	// 127.0.0.1 and localhost.
+	host := strings.ToLower(strings.TrimSuffix(outbound.ASCIIHost(u.Hostname()), "."))
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return "loopback", true
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -121,6 +122,16 @@ func newRequest(ctx context.Context, ep *storage.Endpoint, job *storage.Job, n i
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(ev.Body))
 	if err != nil {
 		return nil, fmt.Errorf("invalid endpoint url: %w", withoutURL(err))
+	}
+	// net/http dials (and checks the certificate of) the host IDNA's
+	// lookup profile maps an internationalized name to, but writes the
+	// Host header without that mapping: a receiver routing by Host
+	// answered 404 or 421 to every delivery.
+	if host := req.URL.Hostname(); ASCIIHost(host) != host {
+		req.Host = ASCIIHost(host)
+		if port := req.URL.Port(); port != "" {
+			req.Host = net.JoinHostPort(req.Host, port)
+		}
 	}
 	h := req.Header
 	for k, v := range ep.Headers {

@@ -8,6 +8,9 @@ import (
 	"net/netip"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // Transport settings of the delivery client. Idle connections are kept per
@@ -120,6 +123,22 @@ func embeddedIPv4(addr netip.Addr) []netip.Addr {
 			netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})}
 	}
 	return nil
+}
+
+// ASCIIHost is the host net/http dials for a URL's host: an
+// internationalized name mapped by IDNA's lookup profile (full-width
+// digits and dots, "ⓛocalhost", upper case), as net/http maps it; the host
+// as given when it is ASCII or does not map.
+func ASCIIHost(host string) string {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			if a, err := idna.Lookup.ToASCII(host); err == nil {
+				return a
+			}
+			return host
+		}
+	}
+	return host
 }
 
 // guardDial is a net.Dialer Control function: it runs after DNS resolution,
