@@ -73,6 +73,15 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		}
 		return nil
 	})
+	if errors.Is(err, ErrNoSpace) {
+		// Out of room for new writes, but a retry of a stored event needs
+		// none: its answer is the stored one (or a mismatch), never a 503
+		// that says nothing was accepted. The recent-key table that takes
+		// retries to the read above is empty after a restart.
+		if rres, found, rerr := db.acceptFromRecord(ctx, k, req); found || rerr != nil {
+			return rres, rerr
+		}
+	}
 	if err == nil || errors.Is(err, storage.ErrIdempotencyMismatch) {
 		db.recent.add(h) // a retry of this key may now take the fast path
 	}
