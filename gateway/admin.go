@@ -219,10 +219,26 @@ func decodeJSON(c *fiber.Ctx, v any, optional bool) error {
 	}
 	// encoding/json turns a lone surrogate escape into U+FFFD, as it does
 	// an invalid byte: a secret sent as "\udcff" was stored other than sent.
-	if loneSurrogate(body) {
+	if loneSurrogate(body) && loneSurrogateOutsidePayload(body) {
 		return badRequest("", "the body has a \\u escape of a lone UTF-16 surrogate, which is no character")
 	}
 	return nil
+}
+
+// loneSurrogateOutsidePayload reports a lone surrogate escape outside a
+// publish's payload, which is kept as sent (json.RawMessage): a provider's
+// JSON with a string cut inside an emoji is forwarded, as ingest does.
+func loneSurrogateOutsidePayload(body []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return true
+	}
+	for k, v := range top {
+		if !strings.EqualFold(k, "payload") && loneSurrogate(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // loneSurrogate reports a \uD800-\uDFFF escape in a valid JSON text that
@@ -457,15 +473,15 @@ func queryTime(c *fiber.Ctx, name string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, badRequest(name, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 	}
-	if t.IsZero() {
+	if t.IsZero() && name == "until" {
 		return time.Time{}, badRequest(name, zeroTimeDetail)
 	}
 	return t, nil
 }
 
-// zeroTimeDetail refuses 0001-01-01T00:00:00Z, the zero time: taken as
-// given it is "no bound", and a POST /replays with only that until
-// replayed every event.
+// zeroTimeDetail refuses 0001-01-01T00:00:00Z, the zero time, as until:
+// taken as given it is "no bound", and a POST /replays with only that
+// until replayed every event. (As since, "no bound" is what it means.)
 const zeroTimeDetail = "is the zero time (0001-01-01T00:00:00Z), which would mean no bound: leave it out for none"
 
 // list is the answer of every list route.

@@ -164,7 +164,7 @@ func bodyTime(field, s string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, unprocessable(field, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 	}
-	if t.IsZero() {
+	if t.IsZero() && field == "until" {
 		return time.Time{}, unprocessable(field, zeroTimeDetail)
 	}
 	return t.UTC(), nil
