@@ -44,6 +44,7 @@ func TestSIGHUPStopsGracefully(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	skipIfHangupIgnored(t)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer rcv.Close()
 	sup := newSupervisor(t, buildBinary(t), rcv.URL)

@@ -135,10 +135,10 @@ func TestCreateRunAgainAfterAnAmbiguousWriteFindsIt(t *testing.T) {
 
 	ingestN(t, g, "amb", 2)
 	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
-	fs.set(faultAfter, "PutReplay")
+	fs.set(faultAfter, "CreateReplay")
 	st, hdr, b = g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl")
 	want503(t, "replay job write reported failed", st, hdr, b)
-	fs.set(faultNone, "PutReplay")
+	fs.set(faultNone, "CreateReplay")
 	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl"))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Enqueued != 2 {
 		t.Fatalf("job: %+v", job)

@@ -48,7 +48,7 @@ const (
 var storeWrites = []string{
 	"Accept", "Claim", "Complete", "Release", "Enqueue", "EnqueueReplay", "Retry", "CancelEndpoint",
 	"PutEndpoint", "UpdateEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
-	"ClaimKey", "FinishKey", "AbandonKey", "PutReplay", "Purge", "Ping",
+	"ClaimKey", "FinishKey", "AbandonKey", "PutReplay", "CreateReplay", "Purge", "Ping",
 }
 
 // errInjected is the injected failure; no answer may show its text.
@@ -180,6 +180,10 @@ func (f *faultyStore) AbandonKey(ctx context.Context, tenant, key string, lease 
 
 func (f *faultyStore) PutReplay(ctx context.Context, job *storage.ReplayJob) error {
 	return f.run("PutReplay", func() error { return f.Store.PutReplay(ctx, job) })
+}
+
+func (f *faultyStore) CreateReplay(ctx context.Context, job *storage.ReplayJob) error {
+	return f.run("CreateReplay", func() error { return f.Store.CreateReplay(ctx, job) })
 }
 
 func (f *faultyStore) Purge(ctx context.Context, cutoff, liveCutoff time.Time, limit int) (n int, err error) {
