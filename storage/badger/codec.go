@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -153,8 +155,16 @@ func (d *dec) version() {
 	d.b = d.b[1:]
 }
 
+// plainEvents recycles encodeEvent's uncompressed buffers: the record
+// kept is the compressed copy, so the plain one is garbage at once.
+var plainEvents sync.Pool
+
 func encodeEvent(ev *storage.Event) []byte {
-	e := make(enc, 0, 128+len(ev.Body)+64*len(ev.Headers))
+	var e enc
+	if p, ok := plainEvents.Get().(*enc); ok {
+		e = (*p)[:0]
+	}
+	e = slices.Grow(e, 128+len(ev.Body)+64*len(ev.Headers))
 	e = append(e, codecV1)
 	e = e.str(ev.ID).str(ev.Tenant).str(ev.Source).str(ev.EventID).str(ev.Type).time(ev.ReceivedAt)
 	e = e.str(ev.ContentType).str(ev.IdempotencyKey).int(int64(len(ev.Headers)))
@@ -168,8 +178,14 @@ func encodeEvent(ev *storage.Event) []byte {
 	if len(c) > len(e)-len(e)/8 {
 		return e
 	}
+	if cap(e) <= maxPooledEvent {
+		plainEvents.Put(&e)
+	}
 	return c
 }
+
+// maxPooledEvent bounds the plain buffers plainEvents keeps.
+const maxPooledEvent = 64 << 10
 
 func decodeEvent(b []byte, ev *storage.Event) error {
 	copyBody := true
