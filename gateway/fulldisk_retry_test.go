@@ -1,16 +1,10 @@
 package gateway
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"hookgate/internal/tmpfs"
-
-	"golang.org/x/sys/unix"
 )
 
 // A gateway restarted on a disk below its write reserve refuses new events
@@ -34,34 +28,7 @@ func TestRetryOfAnAcknowledgedEventAfterARestartOnANearlyFullDisk(t *testing.T) 
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	// 200 MiB free: room to open (136 MiB), below the write reserve (264 MiB).
-	var fs unix.Statfs_t
-	if err := unix.Statfs(mnt, &fs); err != nil {
-		t.Fatal(err)
-	}
-	ballast, err := os.Create(filepath.Join(mnt, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fallocate(int(ballast.Fd()), 0, 0, int64(fs.Bavail)*int64(fs.Bsize)-200<<20); err != nil {
-		t.Fatal(err)
-	}
-	_ = ballast.Close()
-
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfig, dir, "72h", testSecret, "")), "test.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	g2, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = g2.Shutdown() }()
-	if err := g2.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	h := &gw{Gateway: g2, t: t, dir: dir, logs: logs}
+	h := restartNearlyFull(t, mnt, dir)
 	if st, _, b := h.post("open", []byte(`{"id":"new","type":"x"}`), nil); st != 503 {
 		t.Fatalf("setup: a new event below the reserve: %d %s, want 503", st, b)
 	}

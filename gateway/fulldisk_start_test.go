@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"hookgate/internal/tmpfs"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestGatewayStartsOnADiskWithRoomToOpen: a gateway stopped (a deploy, a
@@ -32,36 +30,7 @@ func TestGatewayStartsOnADiskWithRoomToOpen(t *testing.T) {
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	// Leave 200 MiB free: more than Open's 136 MiB, less than the 264 MiB
-	// write reserve.
-	var st unix.Statfs_t
-	if err := unix.Statfs(mnt, &st); err != nil {
-		t.Fatal(err)
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	ballast, err := os.Create(filepath.Join(mnt, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fallocate(int(ballast.Fd()), 0, 0, free-200<<20); err != nil {
-		t.Fatal(err)
-	}
-	_ = ballast.Close()
-
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfig, dir, "72h", testSecret, "")), "test.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	g2, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatalf("gateway on a disk with 200 MiB free (README: it starts with 136 MiB or more, writes refused) did not start: %v", err)
-	}
-	defer func() { _ = g2.Shutdown() }()
-	if err := g2.Start(context.Background()); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	h := &gw{Gateway: g2, t: t, dir: dir, logs: logs}
+	h := restartNearlyFull(t, mnt, dir)
 	if st, hdr, b := h.post("open", []byte(`{"id":"after","type":"x"}`), nil); st != 503 || hdr.Get("Retry-After") == "" {
 		t.Fatalf("ingest below the reserve: %d %s", st, b)
 	}
@@ -69,7 +38,7 @@ func TestGatewayStartsOnADiskWithRoomToOpen(t *testing.T) {
 		t.Fatalf("GET /events below the reserve: %d %s", st, b)
 	}
 	must[endpointView](t, 201)(h.api("POST", "/endpoints", acmeToken, jsonMap{"id": "managed", "url": "http://receiver.test/m"}))
-	req, _ := http.NewRequest(http.MethodGet, "http://"+g2.AdminAddr()+"/readyz", nil)
+	req, _ := http.NewRequest(http.MethodGet, "http://"+h.AdminAddr()+"/readyz", nil)
 	if st, _, _ := do(t, req); st != 503 {
 		t.Fatalf("/readyz below the reserve: %d", st)
 	}
@@ -80,4 +49,26 @@ func TestGatewayStartsOnADiskWithRoomToOpen(t *testing.T) {
 		st, _, _ := h.post("open", []byte(`{"id":"after","type":"x"}`), nil)
 		return st == 202
 	})
+}
+
+// restartNearlyFull starts a gateway on dir (under the tmpfs mnt, of
+// 400 MiB) once only 200 MiB are left free: more than Open's 136 MiB, less
+// than the 264 MiB write reserve. Ingest is refused from then on.
+func restartNearlyFull(t *testing.T, mnt, dir string) *gw {
+	t.Helper()
+	tmpfs.Fill(t, filepath.Join(mnt, "ballast"), 200<<20)
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfig, dir, "72h", testSecret, "")), "test.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("gateway on a disk with 200 MiB free (README: it starts with 136 MiB or more, writes refused) did not start: %v", err)
+	}
+	t.Cleanup(func() { _ = g.Shutdown() })
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return &gw{Gateway: g, t: t, dir: dir, logs: logs}
 }

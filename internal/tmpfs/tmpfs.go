@@ -5,8 +5,11 @@ package tmpfs
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mount mounts a tmpfs of size (mount's syntax: "300m") on a fresh
@@ -34,5 +37,27 @@ func Resize(t testing.TB, dir, size string) {
 	t.Helper()
 	if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
 		t.Fatalf("remount %s: %v: %s", dir, err, out)
+	}
+}
+
+// Fill creates the file path and allocates it so that leave bytes stay
+// free on the file system that holds it.
+func Fill(t testing.TB, path string, leave int64) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(path), &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if free <= leave {
+		t.Fatalf("fill %s: %d bytes free, cannot leave %d", path, free, leave)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, free-leave); err != nil {
+		t.Fatalf("fill %s: %v", path, err)
 	}
 }

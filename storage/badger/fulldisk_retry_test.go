@@ -3,12 +3,9 @@ package badger
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"hookgate/internal/tmpfs"
 )
@@ -51,14 +48,7 @@ func TestRetryOfAStoredEventIsAnsweredOnANearlyFullDisk(t *testing.T) {
 	if free-keep <= 0 || keep >= db.reserve() {
 		t.Fatalf("setup: %d bytes free, keep %d, reserve %d", free, keep, db.reserve())
 	}
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, free-keep); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
+	tmpfs.Fill(t, filepath.Join(dir, "filler"), keep)
 	if _, err := db.Accept(ctx, acceptRequest("evt_new", `{"id":"evt_new"}`, time.Now().UTC(), "ep")); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("setup: a new event on the nearly full disk: %v, want ErrNoSpace", err)
 	}

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"hookgate/internal/tmpfs"
-
-	"golang.org/x/sys/unix"
 )
 
 // fullDiskEnv names the store directory of TestFullDiskChild, the child
@@ -176,16 +174,8 @@ func TestOpenCountsTablesACrashLeftUnfinished(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	free, _ := freeSpace(dir)
 	orphan := filepath.Join(dir, "000999.sst")
-	f, err := os.Create(orphan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, free-64<<20); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
+	tmpfs.Fill(t, orphan, 64<<20)
 	if free, _ := freeSpace(dir); free >= openNeed(32<<20) {
 		t.Fatalf("setup: %d bytes free", free)
 	}
