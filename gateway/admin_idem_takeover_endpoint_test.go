@@ -20,8 +20,7 @@ import (
 // outlives its key's lease (a stalled disk, a catalog lock held long),
 // whose retry takes the key over meanwhile, as SPEC section 5 lets it.
 type slowFirstCreate struct {
-	storage.Store
-	lease     time.Duration
+	shortLease
 	puts      atomic.Int32
 	inPut     chan struct{} // closed when the first PutEndpoint waits
 	gate      chan struct{} // the first PutEndpoint goes on once closed
@@ -31,7 +30,14 @@ type slowFirstCreate struct {
 	lookedOne sync.Once
 }
 
-func (s *slowFirstCreate) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemResult, error) {
+// shortLease is the real store with Idempotency-Key leases of its own
+// length, for tests of a retry that takes over a slow first run.
+type shortLease struct {
+	storage.Store
+	lease time.Duration
+}
+
+func (s *shortLease) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemResult, error) {
 	c.LeaseUntil = c.Now.Add(s.lease)
 	return s.Store.ClaimKey(ctx, c)
 }
@@ -63,7 +69,7 @@ func (s *slowFirstCreate) GetEndpoint(ctx context.Context, id string) (storage.E
 // 409 "an endpoint with this id already exists", stored as the key's
 // answer for dedupe.ttl, about an id the operator never named.)
 func TestCreateEndpointRetryTakingOverASlowFirstRunGetsTheEndpoint(t *testing.T) {
-	st := &slowFirstCreate{lease: 300 * time.Millisecond, inPut: make(chan struct{}), gate: make(chan struct{}), looked: make(chan struct{})}
+	st := &slowFirstCreate{shortLease: shortLease{lease: 300 * time.Millisecond}, inPut: make(chan struct{}), gate: make(chan struct{}), looked: make(chan struct{})}
 	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { st.Store = s; return st }})
 	var once sync.Once
 	release := func() { once.Do(func() { close(st.gate) }) }

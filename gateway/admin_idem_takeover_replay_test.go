@@ -18,18 +18,12 @@ import (
 // and a first CreateReplay that waits for the test: a POST /replays that
 // outlives its key's lease, whose retry takes the key over meanwhile.
 type slowFirstReplay struct {
-	storage.Store
-	lease   time.Duration
+	shortLease
 	puts    atomic.Int32
 	jobID   atomic.Value // string
 	inPut   chan struct{}
 	gate    chan struct{}
 	secondW chan struct{} // closed once the retry's CreateReplay is written
-}
-
-func (s *slowFirstReplay) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemResult, error) {
-	c.LeaseUntil = c.Now.Add(s.lease)
-	return s.Store.ClaimKey(ctx, c)
 }
 
 func (s *slowFirstReplay) CreateReplay(ctx context.Context, j *storage.ReplayJob) error {
@@ -57,7 +51,7 @@ func (s *slowFirstReplay) CreateReplay(ctx context.Context, j *storage.ReplayJob
 // again from the start: every matched event delivered once more.)
 func TestBulkReplayRetryTakingOverASlowFirstRunReplaysOnce(t *testing.T) {
 	rcv := newReceiver(t)
-	st := &slowFirstReplay{lease: 300 * time.Millisecond, inPut: make(chan struct{}), gate: make(chan struct{}), secondW: make(chan struct{})}
+	st := &slowFirstReplay{shortLease: shortLease{lease: 300 * time.Millisecond}, inPut: make(chan struct{}), gate: make(chan struct{}), secondW: make(chan struct{})}
 	g := startGateway(t, gwOptions{
 		extra:     fmt.Sprintf("endpoints:\n  - {id: r1, tenant: acme, url: %q, sources: [open]}\n", rcv.url("r1")),
 		wrapStore: func(s storage.Store) storage.Store { st.Store = s; return st },
