@@ -62,6 +62,19 @@ func newSubReceiver(t *testing.T, fail int) *subReceiver {
 	return r
 }
 
+// endpointConfig is the config of endpoint e53, subscribed to source open
+// and sending to r with secret subSecretA.
+func (r *subReceiver) endpointConfig() string {
+	return fmt.Sprintf(`
+endpoints:
+  - id: e53
+    tenant: acme
+    url: %s/hooks
+    secret: %s
+    sources: [open]
+`, r.srv.URL, subSecretA)
+}
+
 func (r *subReceiver) all() []subReq {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -361,15 +374,7 @@ endpoints:
 // Content-Type as sent, and a signature over exactly those bytes.
 func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 	rcv := newSubReceiver(t, 0)
-	extra := fmt.Sprintf(`
-endpoints:
-  - id: e53
-    tenant: acme
-    url: %s/hooks
-    secret: %s
-    sources: [open]
-`, rcv.srv.URL, subSecretA)
-	g := startGateway(t, gwOptions{extra: extra, config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g := startGateway(t, gwOptions{extra: rcv.endpointConfig(), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
 
 	big := make([]byte, 1<<20)
 	seed := uint64(53)
@@ -394,7 +399,7 @@ endpoints:
 		{"max body", "application/octet-stream", big},
 	}
 	want := map[string]int{}
-	g = g.restart(gwOptions{extra: extra, config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g = g.restart(gwOptions{extra: rcv.endpointConfig(), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
 	for i, c := range cases {
 		req, err := http.NewRequest("POST", "http://"+g.PublicAddr()+"/ingest/open", bytes.NewReader(c.body))
 		if err != nil {
@@ -430,7 +435,7 @@ endpoints:
 
 	// Again from the store, after a restart: a bulk replay of every event.
 	first := rcv.count()
-	g = g.restart(gwOptions{extra: extra, config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g = g.restart(gwOptions{extra: rcv.endpointConfig(), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
 	must[jsonMap](t, 202)(g.api("POST", "/replays", opToken, map[string]any{"source": "open"}))
 	waitFor(t, 20*time.Second, "every replayed delivery", func() bool { return rcv.count() >= 2*first })
 	again := map[string]bool{}
@@ -465,15 +470,7 @@ endpoints:
 // application/json, signed over those bytes.
 func TestPublishedPayloadReachesTheSubscriberAsWritten(t *testing.T) {
 	rcv := newSubReceiver(t, 0)
-	extra := fmt.Sprintf(`
-endpoints:
-  - id: e53
-    tenant: acme
-    url: %s/hooks
-    secret: %s
-    sources: [open]
-`, rcv.srv.URL, subSecretA)
-	g := startGateway(t, gwOptions{extra: extra})
+	g := startGateway(t, gwOptions{extra: rcv.endpointConfig()})
 	payload := "{ \"id\" : \"pub53\",\n\t\"a\" : \"\\u00e9<&>\u00e9\" ,\"b\":[1, 2.50 ] , \"c\": null }"
 	req := `{"source":"open","type":"t.53","payload":` + payload + `}`
 	must[jsonMap](t, 202)(g.api("POST", "/events", opToken, req))
