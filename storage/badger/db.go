@@ -67,6 +67,12 @@ const (
 // default max_body (1MiB) did.
 const MaxInlineRecord = 1 << 20
 
+// valueThreshold is Badger's value threshold for memtables of the given
+// size: Badger refuses one over 15% of a memtable.
+func valueThreshold(memtable int64) int64 {
+	return min(MaxInlineRecord, memtable*15/100)
+}
+
 // MaxInlineBody is the largest event body whose record surely stays in
 // the LSM tree: maxPartedRecord less room for its headers and ids.
 const MaxInlineBody = maxPartedRecord - 64<<10
@@ -109,6 +115,9 @@ type DB struct {
 	lock      *os.File     // dirLock's: held until Close
 	space     spaceReading // the writer's last free-space reading
 	memtable  int64        // Badger's MemTableSize (space.go)
+	// valueThreshold is Badger's: values this long or longer go to the
+	// value log.
+	valueThreshold int
 
 	mu       sync.RWMutex // guards isClosed against sends on ops
 	isClosed bool
@@ -139,8 +148,13 @@ type op struct {
 	// catalog, releases, cancels, purges): it goes on below the reserve
 	// of data writes, down to what Badger needs to open (space.go).
 	control bool
-	err     error
-	done    chan struct{}
+	// inline promises that every value fn writes is below Badger's value
+	// threshold (DB.valueThreshold), so the op leaves the value log alone
+	// and a sync that covers only inline ops need not sync it. Ops that do
+	// not know their values' sizes leave it false.
+	inline bool
+	err    error
+	done   chan struct{}
 }
 
 // Open opens (or creates) the store in dir.
@@ -159,7 +173,7 @@ func Open(dir string, o Options) (*DB, error) {
 		WithNumMemtables(numMemtables).
 		WithNumCompactors(2).
 		// Badger refuses a threshold over 15% of a memtable.
-		WithValueThreshold(min(MaxInlineRecord, memtable*15/100))
+		WithValueThreshold(valueThreshold(memtable))
 	// Compaction builds up to a dozen tables at once, each buffered in
 	// memory: with tables growing per level (the default) a large backlog
 	// took gigabytes. Equal-sized tables keep that bounded.
@@ -214,6 +228,8 @@ func Open(dir string, o Options) (*DB, error) {
 		dir:      dir,
 		lock:     lock,
 		memtable: memtable,
+
+		valueThreshold: int(valueThreshold(memtable)),
 	}
 	opened = true // Close releases the lock from here on
 	syncDone := make(chan struct{})
@@ -477,7 +493,7 @@ func (db *DB) syncLoop(done chan struct{}) {
 		}
 		target := db.committed.Load()
 		start := time.Now()
-		err := db.sync()
+		err := db.sync(mayWriteValues(group))
 		took := time.Since(start)
 		if err == nil {
 			// Counted before the callers return: a caller then sees its
@@ -501,13 +517,31 @@ func (db *DB) syncLoop(done chan struct{}) {
 	}
 }
 
+// mayWriteValues reports whether a group of batches may have written to
+// Badger's value log: a nil batch (a failed commit's marker) or an op
+// that is not inline may have.
+func mayWriteValues(group [][]*op) bool {
+	for _, b := range group {
+		if b == nil {
+			return true
+		}
+		for _, o := range b {
+			if !o.inline {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // sync makes Badger's logs durable (see logSyncer for why not DB.Sync);
-// a failure is fatal to the store.
-func (db *DB) sync() error {
+// values says whether a write since the last sync may have reached the
+// value log. A failure is fatal to the store.
+func (db *DB) sync(values bool) error {
 	if err := db.failure(); err != nil {
 		return err
 	}
-	if err := db.logs.sync(); err != nil {
+	if err := db.logs.sync(values); err != nil {
 		db.log.Error("badger sync failed: refusing further writes until restart", "err", err)
 		werr := fmt.Errorf("%w: %v", ErrSyncFailed, err)
 		db.failed.Store(&werr)

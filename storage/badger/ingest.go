@@ -47,8 +47,12 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		return res, fmt.Errorf("encode dedupe record: %w", err)
 	}
 	size := len(ev) + len(rec) + 200*len(dls)
+	largest := max(len(ev), len(rec)) // the event record, whole or in parts, is at most len(ev)
+	for _, d := range dls {
+		largest = max(largest, len(d))
+	}
 	var found bool
-	err = db.update(ctx, size, func(txn *bdg.Txn) error {
+	err = db.submit(ctx, &op{size: size, inline: largest < db.valueThreshold, done: make(chan struct{}), fn: func(txn *bdg.Txn) error {
 		var err error
 		res, found, err = checkDedupe(txn, k, req)
 		if err != nil || found {
@@ -72,7 +76,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 			}
 		}
 		return nil
-	})
+	}})
 	if errors.Is(err, ErrNoSpace) {
 		// Out of room for new writes, but a retry of a stored event needs
 		// none: its answer is the stored one (or a mismatch), never a 503

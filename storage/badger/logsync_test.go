@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
 )
@@ -82,7 +83,7 @@ func TestLogSyncerFollowsBadgersLogs(t *testing.T) {
 	rec.install(s)
 	step := func(want ...string) {
 		t.Helper()
-		if err := s.sync(); err != nil {
+		if err := s.sync(true); err != nil {
 			t.Fatal(err)
 		}
 		got := rec.take()
@@ -112,7 +113,7 @@ func TestLogSyncerFollowsBadgersLogs(t *testing.T) {
 	}
 	// The value log is followed the same way.
 	create("000002.vlog")
-	if err := s.sync(); err != nil {
+	if err := s.sync(true); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()
@@ -243,5 +244,54 @@ func TestFailedSyncStopsTheStore(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("write acknowledged before the failure: %v", err)
+	}
+}
+
+// TestValueLogIsSyncedAfterValueWrites: the value log is synced only
+// when a write may have reached it. An event whose record is below
+// Badger's value threshold leaves it alone, and its sync does not touch
+// it (an fdatasync of a clean file still flushes the disk's cache); an
+// event past the threshold is in the value log, and the sync that
+// acknowledges it covers the value log.
+func TestValueLogIsSyncedAfterValueWrites(t *testing.T) {
+	db := openTestDB(t, Options{MemTableSize: 1 << 20}) // value threshold 157,286 bytes
+	var rec syncRecorder
+	rec.install(db.logs)
+	vlogSyncs := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		n := 0
+		for _, e := range rec.events {
+			if strings.HasSuffix(e, ".vlog") {
+				n++
+			}
+		}
+		rec.events = nil
+		return n
+	}
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, err := db.Accept(ctx, acceptRequest("small", `{"id":"small"}`, now, "ep")); err != nil {
+		t.Fatal(err)
+	}
+	if n := vlogSyncs(); n != 0 {
+		t.Fatalf("a small event's sync synced the value log %d times, want 0", n)
+	}
+	big := make([]byte, 200<<10) // incompressible: its record stays above the threshold
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Accept(ctx, acceptRequest("big", string(big), now, "ep")); err != nil {
+		t.Fatal(err)
+	}
+	if n := vlogSyncs(); n == 0 {
+		t.Fatal("the sync that acknowledged an event in the value log did not sync the value log")
+	}
+	// Any other write may hold a big value: its sync covers the value log.
+	if err := db.update(ctx, 64, func(txn *bdg.Txn) error { return txn.Set([]byte("test/x"), big) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := vlogSyncs(); n == 0 {
+		t.Fatal("a write that may hold a big value was acknowledged without a sync of the value log")
 	}
 }
