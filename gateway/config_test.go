@@ -501,6 +501,8 @@ func TestConfigRules(t *testing.T) {
 		// listeners
 		{"listen without port", base + "server:\n  listen: \"8080\"\n", "server.listen", 4, "must be host:port"},
 		{"listen port range", base + "server:\n  listen: \":99999\"\n", "server.listen", 4, "port must be between 0 and 65535"},
+		{"listen port not a port", base + "server:\n  listen: \":abc\"\n", "server.listen", 4, "port must be between 0 and 65535 or a service name"},
+		{"listen port negative", base + "server:\n  listen: \":-1\"\n", "server.listen", 4, "port must be between 0 and 65535"},
 		{"listen empty", base + "server:\n  listen: \"\"\n", "server.listen", 4, "listen address is required"},
 		{"max_body zero", base + "server:\n  max_body: 0\n", "server.max_body", 4, "greater than 0"},
 		{"max_body over 32MiB", base + "server:\n  max_body: 70MiB\n", "server.max_body", 4, "at most 32MiB"},

@@ -9,7 +9,6 @@ import (
 	"net"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"hookgate/inbound"
@@ -154,8 +153,9 @@ func (d *decoder) listen(key, addr string) {
 		d.fail(key, "must be host:port, e.g. \":8080\" or \"127.0.0.1:8081\"")
 		return
 	}
-	if n, err := strconv.Atoi(port); port == "" || (err == nil && (n < 0 || n > 65535)) {
-		d.fail(key, "port must be between 0 and 65535")
+	// What net.Listen takes: a number or a name from /etc/services (":http").
+	if _, err := net.LookupPort("tcp", port); port == "" || err != nil {
+		d.fail(key, "port must be between 0 and 65535 or a service name")
 	}
 }
 
