@@ -94,8 +94,9 @@ func adminCall(c *http.Client, method, url string, body any, hdr map[string]stri
 	return resp.StatusCode, b, resp.Header, err
 }
 
-// publishEvents publishes n events through POST /events with a few workers.
-func publishEvents(t *testing.T, sup *supervisor, n int) {
+// publishEvents publishes n events (event ids prefix00000, prefix00001,
+// ...) through POST /events with a few workers.
+func publishEvents(t *testing.T, sup *supervisor, prefix string, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -104,7 +105,7 @@ func publishEvents(t *testing.T, sup *supervisor, n int) {
 		wg.Go(func() {
 			for i := range next {
 				st, b, _, err := adminCall(sup.client, http.MethodPost, sup.adminURL+"/api/v1/events",
-					map[string]any{"source": sourceID, "type": "t", "event_id": fmt.Sprintf("e%05d", i),
+					map[string]any{"source": sourceID, "type": "t", "event_id": fmt.Sprintf("%s%05d", prefix, i),
 						"payload": map[string]any{"n": i}}, nil)
 				if err == nil && st != http.StatusAccepted {
 					err = fmt.Errorf("publish %d: %d %s", i, st, b)
@@ -211,7 +212,7 @@ func TestKillDuringBulkReplayEnqueuesEachEventOnce(t *testing.T) {
 	if err := sup.start(); err != nil {
 		t.Fatal(err)
 	}
-	publishEvents(t, sup, n)
+	publishEvents(t, sup, "e", n)
 	waitUntil(t, 60*time.Second, "the original deliveries", func() bool { return len(rc.keys()) == n })
 
 	st, b, _, err := adminCall(sup.client, http.MethodPost, sup.adminURL+"/api/v1/replays", map[string]any{"source": sourceID}, nil)
@@ -322,7 +323,7 @@ func TestKillDuringEndpointDeleteCancelsItsBacklog(t *testing.T) {
 	if err != nil || st != http.StatusCreated {
 		t.Fatalf("POST /endpoints: %d %s %v", st, b, err)
 	}
-	publishEvents(t, sup, n)
+	publishEvents(t, sup, "e", n)
 	waitUntil(t, 30*time.Second, "attempts in flight to doomed", func() bool { return endpointDeliveries(t, sup, "doomed", "delivering") > 0 })
 
 	go func() {

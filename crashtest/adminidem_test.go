@@ -39,7 +39,7 @@ func TestKillDuringIdempotentAdminPosts(t *testing.T) {
 	if err := sup.start(); err != nil {
 		t.Fatal(err)
 	}
-	publishEvents(t, sup, events)
+	publishEvents(t, sup, "e", events)
 	waitUntil(t, 30*time.Second, "the original deliveries", func() bool { return len(rc.keys()) == events })
 
 	type post struct {

@@ -197,7 +197,7 @@ func Open(dir string, o Options) (*DB, error) {
 			_ = lock.Close()
 		}
 	}()
-	if err := removeEmptyMemtableLogs(dir); err != nil {
+	if err := removeEmptyLogs(dir); err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
 	// Tables a crash left unfinished are deleted by Badger's open: free.

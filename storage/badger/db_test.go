@@ -85,6 +85,20 @@ func TestOpenReleasesStaleClaims(t *testing.T) {
 // creating a memtable log and sizing it leaves an empty *.mem file; the
 // store still opens, with everything written before.
 func TestOpenAfterKillDuringMemtableCreation(t *testing.T) {
+	testOpenAfterKillDuringLogCreation(t, "00009.mem")
+}
+
+// The same for the value log: every open creates the next one
+// (NNNNNN.vlog, one past the highest) and then sizes it, so a kill during
+// startup can leave it empty; the next start then failed ("Open existing
+// file: ...vlog err: Create a new file") and the gateway stayed down.
+func TestOpenAfterKillDuringValueLogCreation(t *testing.T) {
+	testOpenAfterKillDuringLogCreation(t, "000009.vlog")
+}
+
+// testOpenAfterKillDuringLogCreation leaves the empty file name, as a
+// kill leaves it, beside a closed store, and opens the store again.
+func testOpenAfterKillDuringLogCreation(t *testing.T, name string) {
 	dir := t.TempDir()
 	db, err := badger.Open(dir, badger.Options{})
 	if err != nil {
@@ -98,13 +112,13 @@ func TestOpenAfterKillDuringMemtableCreation(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// What the kill leaves: the next memtable's log, created but empty.
-	if err := os.WriteFile(filepath.Join(dir, "00009.mem"), nil, 0o644); err != nil {
+	// What the kill leaves: the next log, created but empty.
+	if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	db, err = badger.Open(dir, badger.Options{})
 	if err != nil {
-		t.Fatalf("open after a kill during memtable creation: %v", err)
+		t.Fatalf("open after a kill while creating %s: %v", name, err)
 	}
 	defer db.Close()
 	if _, err := db.GetEvent(ctx, req.Event.ID); err != nil {

@@ -8,7 +8,7 @@ import (
 
 // TestSecondOpenLeavesALiveDirectoryAlone: a second hookgate started on the
 // data directory of a running one is refused without touching it. Open
-// ran removeEmptyMemtableLogs before Badger took its lock, so the second
+// ran removeEmptyLogs before Badger took its lock, so the second
 // process deleted every empty *.mem file of the live store first; an empty
 // memtable log is what the running Badger has between creating its next
 // log and sizing it, at every memtable rotation, and a second start in
