@@ -96,21 +96,28 @@ func newID(c *fiber.Ctx, prefix string, now time.Time) (id string, derived bool)
 // its answer (or drops the claim after a 5xx or a Retry-After, so that a
 // retry runs again).
 func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
+	defer cancel()
+	defer func() {
+		// A handler that panics answers 500 (recoverPanics, further out):
+		// drop the claim as after any 5xx, or the retry the 500 invites
+		// would get 409 for the rest of the lease.
+		if r := recover(); r != nil {
+			a.abandonKey(ctx, tenant, key, lease)
+			panic(r)
+		}
+	}()
 	if err := c.Next(); err != nil {
 		if werr := adminErrorHandler(c, err); werr != nil {
 			return werr
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
-	defer cancel()
 	status := c.Response().StatusCode()
 	// An answer that says "retry later" (a 5xx, or a 409 with Retry-After:
 	// the delivery is in flight, the endpoint id is being deleted) is not
 	// the request's outcome: stored, it would answer the retry it asks for.
 	if status >= fiber.StatusInternalServerError || len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) > 0 {
-		if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
-			a.g.log.Warn("admin api: drop idempotency claim", "err", err)
-		}
+		a.abandonKey(ctx, tenant, key, lease)
 		return nil
 	}
 	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
@@ -125,6 +132,14 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		a.g.log.Error("admin api: store idempotent answer", "err", err)
 	}
 	return nil
+}
+
+// abandonKey drops this process's claim of a key so that a retry runs
+// the request again.
+func (a *adminAPI) abandonKey(ctx context.Context, tenant, key string, lease time.Time) {
+	if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+		a.g.log.Warn("admin api: drop idempotency claim", "err", err)
+	}
 }
 
 // sendStored replays a stored answer byte for byte.

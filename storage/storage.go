@@ -171,9 +171,12 @@ type Idempotency interface {
 	// held under it (the lease ran out and another request took the key),
 	// nothing is stored and the error is ErrLeaseLost.
 	FinishKey(ctx context.Context, tenant, key string, lease time.Time, resp Response, expires time.Time) error
-	// AbandonKey drops a claim whose request failed before it had an effect,
-	// so that a retry executes it again; a claim no longer held under lease
-	// is left alone (ErrLeaseLost).
+	// AbandonKey ends a claim whose request failed (a 5xx, which may follow
+	// a write that was stored all the same), so that a retry of the same
+	// request executes it again at once. Until the claim's Remember the key
+	// stays that request's: another request under it is IdemMismatch, as
+	// it is for a claim whose lease ran out. A claim no longer held under
+	// lease is left alone (ErrLeaseLost).
 	AbandonKey(ctx context.Context, tenant, key string, lease time.Time) error
 }
 
@@ -472,7 +475,9 @@ const (
 	IdemReplay
 	// IdemInProgress: another request holds the key until LeaseUntil.
 	IdemInProgress
-	// IdemMismatch: the key was used for a different request.
+	// IdemMismatch: the key was used for a different request: answered,
+	// running, or claimed and given up or left by a dead run while that
+	// use is remembered.
 	IdemMismatch
 )
 

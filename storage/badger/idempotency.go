@@ -48,12 +48,18 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 				res = storage.IdemResult{State: storage.IdemInProgress, LeaseUntil: rec.LeaseUntil}
 			}
 			return nil
+		case !rec.Done && c.Now.Before(rec.Expires) && rec.Hash != c.RequestHash:
+			// A claim left behind by a dead request, or given up after a
+			// 5xx, may have had its effect: the key is still that
+			// request's, and another request under it is a reuse.
+			res = storage.IdemResult{State: storage.IdemMismatch}
+			return nil
 		}
-		// Absent, expired, or a claim left behind by a dead request (or
-		// given up after a 5xx): take it. A retry of that same request
-		// continues its use of the key.
+		// Absent, expired, or a claim of this same request left behind by
+		// a dead run (or given up after a 5xx): take it, continuing that
+		// use of the key.
 		since := c.Now
-		if err == nil && !rec.Done && rec.Hash == c.RequestHash && !rec.Since.IsZero() && c.Now.Before(rec.Expires) {
+		if err == nil && !rec.Done && !rec.Since.IsZero() && c.Now.Before(rec.Expires) {
 			since = rec.Since
 		}
 		keep := c.LeaseUntil

@@ -404,8 +404,8 @@ func testEnqueueReplayIsAtomic(t *testing.T, o Opener) {
 
 // A use of an admin key (IdemResult.Since) goes on across takeovers of a
 // dead or given-up claim of the same request while it is remembered, also
-// across a restart; it is new for another request, once forgotten, and
-// after the stored answer expired.
+// across a restart; another request is refused while it is remembered;
+// a use is new once forgotten, and after the stored answer expired.
 func testIdempotencyKeySince(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	h1, h2 := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
@@ -437,10 +437,15 @@ func testIdempotencyKeySince(t *testing.T, o Opener) {
 	if r := claim("k", h1, late); r.State != storage.IdemNew || !r.Since.Equal(late) {
 		t.Fatalf("after Remember: %+v, want since %v", r, late)
 	}
-	// Another request taking a dead claim over begins its own use.
+	// A dead claim may have had its effect: while its use is remembered,
+	// another request under the key is a reuse; once forgotten, it begins
+	// a use of its own.
 	claim("k2", h1, now)
-	if r := claim("k2", h2, now.Add(31*time.Second)); r.State != storage.IdemNew || !r.Since.Equal(now.Add(31*time.Second)) {
-		t.Fatalf("another request: %+v", r)
+	if r := claim("k2", h2, now.Add(31*time.Second)); r.State != storage.IdemMismatch {
+		t.Fatalf("another request on a dead claim: %+v, want mismatch", r)
+	}
+	if r := claim("k2", h2, late); r.State != storage.IdemNew || !r.Since.Equal(late) {
+		t.Fatalf("another request once the dead claim is forgotten: %+v", r)
 	}
 	// An answered key used again after its answer expired: a new use.
 	r := claim("k3", h1, now)
