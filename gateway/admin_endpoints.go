@@ -542,8 +542,8 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 		return err
 	}
 	switch {
-	case ep.MaxInFlight < 1:
-		return unprocessable("max_in_flight", "must be at least 1")
+	case ep.MaxInFlight < 1 || ep.MaxInFlight > maxMaxInFlight:
+		return unprocessable("max_in_flight", fmt.Sprintf("must be from 1 to %d", maxMaxInFlight))
 	case ep.RateLimit < 0:
 		return unprocessable("rate_limit", "must be 0 (unlimited) or more")
 	}

@@ -172,6 +172,7 @@ func TestAdminEndpointValidation(t *testing.T) {
 		{"timeout over an hour", jsonMap{"url": ok, "timeout": "2h"}, 422, "timeout"},
 		{"number timeout", jsonMap{"url": ok, "timeout": 15}, 400, "timeout"},
 		{"max_in_flight 0", jsonMap{"url": ok, "max_in_flight": 0}, 422, "max_in_flight"},
+		{"max_in_flight unbounded", jsonMap{"url": ok, "max_in_flight": 1 << 30}, 422, "max_in_flight"},
 		{"negative rate", jsonMap{"url": ok, "rate_limit": -1}, 422, "rate_limit"},
 		{"multiplier", jsonMap{"url": ok, "retry": jsonMap{"multiplier": 0.5}}, 422, "retry.multiplier"},
 		{"randomization", jsonMap{"url": ok, "retry": jsonMap{"randomization": 2}}, 422, "retry.randomization"},

@@ -92,6 +92,11 @@ func (d *decoder) positive(key string, v Duration) {
 // max_in_flight slot that long.
 const maxTimeout = storage.MaxAttemptTimeout
 
+// maxMaxInFlight bounds an endpoint's max_in_flight: each slot can hold a
+// connection and a goroutine open for a whole timeout, and a tenant's
+// token sets it for an endpoint of its own.
+const maxMaxInFlight = 10_000
+
 func (d *decoder) timeout(key string, v Duration) {
 	d.positive(key, v)
 	if v.D() > maxTimeout {
@@ -542,8 +547,8 @@ func (d *decoder) endpointLimits(e *EndpointConfig, key string) {
 	if d.set[key+".timeout"] {
 		d.timeout(key+".timeout", e.Timeout)
 	}
-	if e.MaxInFlight < 1 {
-		d.fail(key+".max_in_flight", "must be at least 1")
+	if e.MaxInFlight < 1 || e.MaxInFlight > maxMaxInFlight {
+		d.fail(key+".max_in_flight", "must be from 1 to %d", maxMaxInFlight)
 	}
 	if e.RateLimit < 0 {
 		d.fail(key+".rate_limit", "must be 0 (unlimited) or more")
