@@ -44,7 +44,7 @@ func (d *Dispatcher) Reserve(ids []string, now time.Time) []time.Time {
 func (l *endpointLoop) reserve(now time.Time) (storage.Endpoint, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ep.Disabled || l.inFlight >= maxInFlight(&l.ep) {
+	if l.ep.Disabled || l.inFlight >= maxInFlight(&l.ep) || l.held(now) {
 		return l.ep, false
 	}
 	if allowed, _ := l.circuit.allow(now); allowed != unlimited {
@@ -76,9 +76,9 @@ func (d *Dispatcher) Unreserve(ids []string) {
 // leases from Reserve. After Stop began, it only frees the slots: the
 // deliveries are claimed again when their leases expire. A delivery whose
 // endpoint changed since its Reserve so that it may not be sent now
-// (disabled, its circuit no longer closed, or a timeout longer than its
-// lease allows) is released instead: pending and due, for the loop to
-// claim under the endpoint's current settings.
+// (disabled, its circuit no longer closed, held by a Retry-After, or a
+// timeout longer than its lease allows) is released instead: pending and
+// due, for the loop to claim under the endpoint's current settings.
 func (d *Dispatcher) Hand(jobs []storage.Job) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -96,7 +96,7 @@ func (d *Dispatcher) Hand(jobs []storage.Job) {
 		l.mu.Lock()
 		ep := l.ep
 		allowed, _ := l.circuit.allow(now)
-		fits := !ep.Disabled && allowed == unlimited &&
+		fits := !ep.Disabled && allowed == unlimited && !l.held(now) &&
 			!now.Add(d.leaseFor(&ep)).After(job.Delivery.LeaseUntil.Add(leaseMargin/2))
 		l.mu.Unlock()
 		d.jobs.Add(1)

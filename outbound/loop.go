@@ -40,6 +40,10 @@ type endpointLoop struct {
 	// claimed and each reset, so that an attempt's outcome frees the probe
 	// slot only if it was that probe (not one of an endpoint since moved).
 	probe uint64
+	// hold is when the endpoint may be sent to again after a 429 or 503
+	// with Retry-After: the receiver asked for nothing at all until then
+	// (RFC 6585 §4), not only the retry of that one delivery.
+	hold time.Time
 }
 
 func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
@@ -67,6 +71,7 @@ func (l *endpointLoop) update(ep storage.Endpoint) {
 	if (l.ep.Disabled && !ep.Disabled) || l.ep.URL != ep.URL {
 		l.circuit.reset()
 		l.probe++
+		l.hold = time.Time{}
 	}
 	if l.limiter == nil || ep.RateLimit != l.ep.RateLimit {
 		l.limiter = newLimiter(ep.RateLimit)
@@ -180,6 +185,10 @@ func (l *endpointLoop) plan(now time.Time) plan {
 	free := maxInFlight(&l.ep) - l.inFlight
 	if l.ep.Disabled || free <= 0 {
 		return p // an update or a finished attempt pokes the loop
+	}
+	if l.held(now) {
+		p.wait = l.hold.Sub(now)
+		return p
 	}
 	allowed, until := l.circuit.allow(now)
 	if allowed == 0 {
@@ -319,6 +328,7 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 	}
 	end := d.cfg.Now()
 	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
+	l.holdFor(&ep, res.answer, end)
 	recorded := d.complete(&ep, job, &res, dec)
 	l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
 	// Only what the store kept is counted: an outcome dropped with its
@@ -335,6 +345,28 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 		d.disable(l, &ep, dec.Reason)
 	}
 }
+
+// holdFor pauses the endpoint for the wait a 429 or 503 asks for in its
+// Retry-After, capped at the endpoint's max_interval as a retry's is, so
+// that no delivery goes to it before then: a hand-off of a new event, or
+// another pending delivery, would answer the receiver's "not now" at once.
+// An answer of an endpoint since moved says nothing of it now.
+func (l *endpointLoop) holdFor(sent *storage.Endpoint, a Answer, now time.Time) {
+	asked, ok := retryAfter(a, now)
+	if !ok || asked <= 0 {
+		return
+	}
+	until := now.Add(min(asked, WithDefaults(sent.Retry).MaxInterval))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sameTarget(&l.ep, sent) && until.After(l.hold) {
+		l.hold = until
+	}
+}
+
+// held reports whether the endpoint is paused by a Retry-After at now.
+// The caller holds l.mu.
+func (l *endpointLoop) held(now time.Time) bool { return now.Before(l.hold) }
 
 // finished frees an attempt's slot and pokes the loop to fill it.
 func (l *endpointLoop) finished() {
