@@ -127,6 +127,18 @@ func publishEvents(t *testing.T, sup *supervisor, prefix string, n int) {
 	}
 }
 
+// startWithReceiver starts the binary with the test config, delivering
+// to a new counting receiver that answers at once.
+func startWithReceiver(t *testing.T) (*countingReceiver, *supervisor) {
+	t.Helper()
+	rc := newCountingReceiver(t, 0)
+	sup := newSupervisor(t, buildBinary(t), rc.srv.URL)
+	if err := sup.start(); err != nil {
+		t.Fatal(err)
+	}
+	return rc, sup
+}
+
 // waitUntil polls cond until it holds or the deadline passes.
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -207,11 +219,7 @@ func TestKillDuringBulkReplayEnqueuesEachEventOnce(t *testing.T) {
 	}
 	const n = 4000
 	const kills = 8
-	rc := newCountingReceiver(t, 0)
-	sup := newSupervisor(t, buildBinary(t), rc.srv.URL)
-	if err := sup.start(); err != nil {
-		t.Fatal(err)
-	}
+	rc, sup := startWithReceiver(t)
 	publishEvents(t, sup, "e", n)
 	waitUntil(t, 60*time.Second, "the original deliveries", func() bool { return len(rc.keys()) == n })
 

@@ -34,11 +34,7 @@ func TestKillDuringIdempotentAdminPosts(t *testing.T) {
 		endpoints = 24
 		replays   = 6
 	)
-	rc := newCountingReceiver(t, 0)
-	sup := newSupervisor(t, buildBinary(t), rc.srv.URL)
-	if err := sup.start(); err != nil {
-		t.Fatal(err)
-	}
+	rc, sup := startWithReceiver(t)
 	publishEvents(t, sup, "e", events)
 	waitUntil(t, 30*time.Second, "the original deliveries", func() bool { return len(rc.keys()) == events })
 

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,4 +107,15 @@ func (r *hashReceiver) got(h [32]byte) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.byHash[h]
+}
+
+// waitEventsPurged waits for GET /events to list no event: retention has
+// purged every one.
+func waitEventsPurged(t *testing.T, sup *supervisor) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "retention to purge every event", func() bool {
+		st, b, _, err := adminCall(sup.client, http.MethodGet, sup.adminURL+"/api/v1/events?limit=1", nil, nil)
+		var page struct{ Data []json.RawMessage }
+		return err == nil && st == http.StatusOK && json.Unmarshal(b, &page) == nil && len(page.Data) == 0
+	})
 }

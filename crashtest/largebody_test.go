@@ -213,11 +213,7 @@ func TestKillDuringLargeBodyIngest(t *testing.T) {
 	if err := sup.start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "retention to purge every event", func() bool {
-		st, b, _, err := adminCall(sup.client, http.MethodGet, sup.adminURL+"/api/v1/events?limit=1", nil, nil)
-		var page struct{ Data []json.RawMessage }
-		return err == nil && st == http.StatusOK && json.Unmarshal(b, &page) == nil && len(page.Data) == 0
-	})
+	waitEventsPurged(t, sup)
 	if err := sup.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,7 @@ func TestLosingTheStoreExitsForARestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	rc := newCountingReceiver(t, 0)
-	sup := newSupervisor(t, buildBinary(t), rc.srv.URL)
-	if err := sup.start(); err != nil {
-		t.Fatal(err)
-	}
+	_, sup := startWithReceiver(t)
 	if err := os.RemoveAll(sup.dataDir); err != nil {
 		t.Fatal(err)
 	}

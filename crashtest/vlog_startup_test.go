@@ -23,11 +23,7 @@ func TestEmptyValueLogFromAKilledStartupDoesNotFailTheNextStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	rc := newCountingReceiver(t, 0)
-	sup := newSupervisor(t, buildBinary(t), rc.srv.URL)
-	if err := sup.start(); err != nil {
-		t.Fatal(err)
-	}
+	rc, sup := startWithReceiver(t)
 	st, b, _, err := adminCall(sup.client, http.MethodPost, sup.adminURL+"/api/v1/events",
 		map[string]any{"source": sourceID, "type": "t", "event_id": "before-kill", "payload": map[string]any{"n": 1}}, nil)
 	if err != nil || st != http.StatusAccepted {

@@ -123,29 +123,6 @@ func TestOtherRequestAfterAmbiguous503Is422(t *testing.T) {
 	}
 }
 
-// The same after a process died mid-request: once the dead claim's lease
-// is over, SPEC lets "the next retry" execute it; a different request
-// with that key is still a different request: 422.
-func TestOtherRequestAfterDeadClaimIs422(t *testing.T) {
-	g := startGateway(t, gwOptions{})
-	body := []byte(`{"id":"reuse-dead","url":"http://receiver.test/d"}`)
-	now := time.Now().UTC()
-	res, err := g.Store().ClaimKey(context.Background(), storage.IdemClaim{
-		Tenant: "acme", Key: "reuse-dead", RequestHash: requestHash("POST", "/api/v1/endpoints", body),
-		Now: now, LeaseUntil: now.Add(500 * time.Millisecond), Remember: now.Add(72 * time.Hour),
-	})
-	if err != nil || res.State != storage.IdemNew {
-		t.Fatalf("claim: %+v %v", res, err)
-	}
-	// Within the lease another request is refused (422); after it, too.
-	waitFor(t, 10*time.Second, "the dead claim's lease to end", func() bool { return time.Now().After(res.LeaseUntil.Add(10 * time.Millisecond)) })
-	other := jsonMap{"id": "reuse-dead-other", "url": "http://receiver.test/o"}
-	st, _, b := g.api("POST", "/endpoints", acmeToken, other, "Idempotency-Key", "reuse-dead")
-	if st != 422 {
-		t.Fatalf("another request with the key of a request that died mid-run: %d %s; want 422", st, b)
-	}
-}
-
 // panicOnceStore is the real store whose PutEndpoint panics once (a bug in
 // a handler, recovered by the server as a 500).
 type panicOnceStore struct {

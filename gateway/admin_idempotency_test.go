@@ -151,18 +151,21 @@ func TestAdminIdempotencyConcurrent(t *testing.T) {
 
 // TestAdminIdempotencyCrashedClaim: a request that died while holding its
 // key (a claim with no answer) blocks retries until its lease ends; then
-// the next retry executes it.
+// the next retry executes it. A different request with that key is still
+// a different request, also after the lease: 422.
 func TestAdminIdempotencyCrashedClaim(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	body := []byte(`{"id":"after-crash","url":"http://receiver.test/c"}`)
 	now := time.Now().UTC()
 	res, err := g.Store().ClaimKey(context.Background(), storage.IdemClaim{
 		Tenant: "acme", Key: "crash", RequestHash: requestHash("POST", "/api/v1/endpoints", body),
-		Now: now, LeaseUntil: now.Add(1500 * time.Millisecond),
+		Now: now, LeaseUntil: now.Add(1500 * time.Millisecond), Remember: now.Add(72 * time.Hour),
 	})
 	if err != nil || res.State != storage.IdemNew {
 		t.Fatalf("claim: %+v %v", res, err)
 	}
+	other := jsonMap{"id": "crash-other", "url": "http://receiver.test/o"}
+	wantProblem(t, "another request while the dead claim holds", 422, "Idempotency-Key")(g.api("POST", "/endpoints", acmeToken, other, "Idempotency-Key", "crash"))
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "crash")
 	p := wantProblem(t, "while the dead claim holds", 409, "Idempotency-Key")(st, hdr, b)
 	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || ra < 1 || ra > 2 {
@@ -174,6 +177,7 @@ func TestAdminIdempotencyCrashedClaim(t *testing.T) {
 		return st == 201
 	})
 	must[endpointView](t, 200)(g.api("GET", "/endpoints/after-crash", acmeToken, nil))
+	wantProblem(t, "another request after the retry ran", 422, "Idempotency-Key")(g.api("POST", "/endpoints", acmeToken, other, "Idempotency-Key", "crash"))
 	st, hdr, _ = g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "crash")
 	if st != 201 || hdr.Get(headerReplayed) != "true" {
 		t.Fatalf("after the retry ran: %d %v", st, hdr)
