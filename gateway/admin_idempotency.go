@@ -96,14 +96,20 @@ func newID(c *fiber.Ctx, prefix string, now time.Time) (id string, derived bool)
 // its answer (or drops the claim after a 5xx or a Retry-After, so that a
 // retry runs again).
 func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
-	defer cancel()
+	// The key's own writes get their time once the handler is done: a
+	// handler may run longer than that (its writes queue behind others),
+	// and its answer must still be stored.
+	writeContext := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(c.UserContext()), 10*time.Second)
+	}
 	defer func() {
 		// A handler that panics answers 500 (recoverPanics, further out):
 		// drop the claim as after any 5xx, or the retry the 500 invites
 		// would get 409 for the rest of the lease.
 		if r := recover(); r != nil {
+			ctx, cancel := writeContext()
 			a.abandonKey(ctx, tenant, key, lease)
+			cancel()
 			panic(r)
 		}
 	}()
@@ -112,6 +118,8 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 			return werr
 		}
 	}
+	ctx, cancel := writeContext()
+	defer cancel()
 	status := c.Response().StatusCode()
 	// An answer that says "retry later" (a 5xx, or a 409 with Retry-After:
 	// the delivery is in flight, the endpoint id is being deleted) is not

@@ -167,8 +167,8 @@ func countParserRefusals(app *fiber.App, headers, timeout, framing prometheus.Co
 // with its stack. fasthttp does not recover them: one would end the
 // process, and every request in it. An ingest that panicked after its
 // write is answered from the store when the provider retries; an admin
-// POST's Idempotency-Key stays claimed until its lease ends, as after a
-// crash.
+// POST's Idempotency-Key is given up as after any 5xx (runClaimed), so
+// that the retry runs again.
 func recoverPanics(log *slog.Logger, counted prometheus.Counter) fiber.Handler {
 	return func(c *fiber.Ctx) (err error) {
 		defer func() {
