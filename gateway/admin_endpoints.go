@@ -453,6 +453,11 @@ func (b *endpointBody) apply(ep *storage.Endpoint, now time.Time) error {
 		ep.Timeout = d
 	}
 	if b.MaxInFlight != nil {
+		// Bounded where it is set: a PATCH of other fields of an endpoint
+		// stored before the bound stays possible (it is capped when sent).
+		if *b.MaxInFlight > maxMaxInFlight {
+			return unprocessable("max_in_flight", fmt.Sprintf("must be from 1 to %d", maxMaxInFlight))
+		}
 		ep.MaxInFlight = *b.MaxInFlight
 	}
 	if b.RateLimit != nil {
@@ -542,7 +547,7 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 		return err
 	}
 	switch {
-	case ep.MaxInFlight < 1 || ep.MaxInFlight > maxMaxInFlight:
+	case ep.MaxInFlight < 1:
 		return unprocessable("max_in_flight", fmt.Sprintf("must be from 1 to %d", maxMaxInFlight))
 	case ep.RateLimit < 0:
 		return unprocessable("rate_limit", "must be 0 (unlimited) or more")

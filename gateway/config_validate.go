@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"hookgate/inbound"
+	"hookgate/outbound"
 	"hookgate/storage"
 )
 
@@ -95,7 +96,7 @@ const maxTimeout = storage.MaxAttemptTimeout
 // maxMaxInFlight bounds an endpoint's max_in_flight: each slot can hold a
 // connection and a goroutine open for a whole timeout, and a tenant's
 // token sets it for an endpoint of its own.
-const maxMaxInFlight = 10_000
+const maxMaxInFlight = outbound.MaxMaxInFlight
 
 func (d *decoder) timeout(key string, v Duration) {
 	d.positive(key, v)

@@ -23,7 +23,10 @@ const (
 	DefaultCircuitCooldown    = 5 * time.Second
 	DefaultCircuitMaxCooldown = 5 * time.Minute
 	DefaultMaxInFlight        = 10
-	DefaultVersion            = "dev"
+	// MaxMaxInFlight caps an endpoint's max_in_flight, also one stored
+	// before config and the admin API bounded it.
+	MaxMaxInFlight = 10_000
+	DefaultVersion = "dev"
 )
 
 // Internal timings.
@@ -331,6 +334,20 @@ func (d *Dispatcher) removeLocked(id string) {
 		if l.cancel != nil {
 			l.cancel()
 		}
+	}
+}
+
+// RetryNow ends a Retry-After hold of the endpoint and pokes its loop:
+// an operator's "deliver again now" (POST /deliveries/{id}/retry) is sent
+// now, as SPEC says, even while the receiver asked for a pause.
+func (d *Dispatcher) RetryNow(endpointID string) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if l, ok := d.endpoints[endpointID]; ok {
+		l.mu.Lock()
+		l.hold = time.Time{}
+		l.mu.Unlock()
+		l.poke()
 	}
 }
 

@@ -229,12 +229,13 @@ func tokenWait(tokens, limit float64, poll time.Duration) time.Duration {
 	return max(time.Duration(secs*float64(time.Second)), minIdleWait)
 }
 
-// maxInFlight is the endpoint's max_in_flight, or the default when unset.
+// maxInFlight is the endpoint's max_in_flight, or the default when unset,
+// at most MaxMaxInFlight.
 func maxInFlight(ep *storage.Endpoint) int {
 	if ep.MaxInFlight <= 0 {
 		return DefaultMaxInFlight
 	}
-	return ep.MaxInFlight
+	return min(ep.MaxInFlight, MaxMaxInFlight)
 }
 
 // changedSince reports whether the loop's endpoint is no longer as it was

@@ -3,6 +3,8 @@ package outbound
 import (
 	"testing"
 	"time"
+
+	"hookgate/storage"
 )
 
 func TestTokenWait(t *testing.T) {
@@ -21,6 +23,16 @@ func TestTokenWait(t *testing.T) {
 	} {
 		if got := tokenWait(tc.tokens, tc.limit, poll); got != tc.want {
 			t.Errorf("tokenWait(%v, %v) = %v, want %v", tc.tokens, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// An endpoint stored before max_in_flight was bounded keeps its value,
+// but no more than MaxMaxInFlight attempts go to it at once.
+func TestMaxInFlightIsCapped(t *testing.T) {
+	for _, c := range []struct{ set, want int }{{0, DefaultMaxInFlight}, {3, 3}, {MaxMaxInFlight, MaxMaxInFlight}, {1 << 30, MaxMaxInFlight}} {
+		if got := maxInFlight(&storage.Endpoint{MaxInFlight: c.set}); got != c.want {
+			t.Errorf("max_in_flight %d: %d slots, want %d", c.set, got, c.want)
 		}
 	}
 }
