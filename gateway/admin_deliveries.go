@@ -191,6 +191,6 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 		return a.storeError(err, "delivery")
 	}
 	d = retried
-	a.g.disp.Notify(d.Endpoint)
+	a.g.disp.RetryNow(d.Endpoint)
 	return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
 }

@@ -54,6 +54,7 @@ type dispatcher interface {
 	Start(ctx context.Context)
 	Stop(grace time.Duration)
 	Notify(endpoints ...string)
+	RetryNow(endpoint string)
 	SetEndpoints(eps []storage.Endpoint)
 	Reserve(endpoints []string, now time.Time) []time.Time
 	Unreserve(endpoints []string)
