@@ -55,11 +55,15 @@ func newEventView(ev *storage.Event) eventView {
 }
 
 // listEvents is GET /events?source=&type=&since=&until=&limit=&cursor=,
-// newest first.
+// newest first. type is a glob, as an endpoint's event_types are
+// ("invoice.*"), as Stripe's list filter is.
 func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 	p, err := parsePage(c, "source", "type", "since", "until")
 	if err != nil {
 		return err
+	}
+	if typ := c.Query("type"); typ != "" && storage.ValidTypeGlob(typ) != nil {
+		return badRequest("type", `must be an event type or a glob of types ("*", "?", "[...]"), e.g. "invoice.*"`)
 	}
 	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
 		Tenant: who(c).scope(), Source: c.Query("source"), Type: c.Query("type"),

@@ -79,6 +79,12 @@ func TestAdminEventsList(t *testing.T) {
 			t.Fatalf("type=b returned %+v", ev)
 		}
 	}
+	// type is a glob, as Stripe's filter and an endpoint's event_types are.
+	for q, want := range map[string]int{"type=%5Bab%5D": 7, "type=*": 7, "type=?": 7, "type=b*": 3, "type=c*": 0} {
+		if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
+			t.Fatalf("%s returned %d events, want %d", q, len(l.Data), want)
+		}
+	}
 	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?source=other", opToken, nil)); len(l.Data) != 1 || l.Data[0].Source != "other" {
 		t.Fatalf("source=other: %+v", l)
 	}
@@ -120,6 +126,7 @@ func TestAdminEventsList(t *testing.T) {
 		// A misspelt or repeated filter is refused, not ignored: it
 		// listed everything, as if it matched.
 		"typ=invoice.paid": "typ", "type=a&type=b": "type", "status=failed": "status",
+		"type=invoice.%5B": "type", // a malformed glob
 	} {
 		wantProblem(t, q, 400, field)(g.api("GET", "/events?"+q, acmeToken, nil))
 	}

@@ -431,7 +431,7 @@ const PageBytes = 8 << 20
 type EventFilter struct {
 	Tenant string // "" = all tenants
 	Source string
-	Type   string
+	Type   string // a type, or a glob of types (MatchType), e.g. "invoice.*"
 	Since  time.Time
 	Until  time.Time
 	Limit  int

@@ -64,7 +64,7 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 			db.log.Error("a listing skipped an unreadable event record", "event", id, "err", err)
 			return ev, false, nil
 		}
-		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || ev.Type == f.Type) &&
+		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || storage.MatchType(f.Type, ev.Type)) &&
 			within(ev.ReceivedAt, f.Since, f.Until), err
 	}, func(ev *storage.Event) string { return ev.ID }, eventBytes)
 }

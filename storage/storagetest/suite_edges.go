@@ -218,6 +218,13 @@ func testListFiltersAndDeliveryPaging(t *testing.T, o Opener) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("type filter: %d events %v, want 3", len(evs), err)
 	}
+	// The type filter is a glob (storage.MatchType), as Stripe's is.
+	for glob, want := range map[string]int{"other.*": 3, "*.type": 3, "*": 12, "*.event": 9, "oth?r.typ[e]": 3, "other": 0, `other\.type`: 3} {
+		evs, _, err = s.ListEvents(ctx, storage.EventFilter{Type: glob, Limit: 100})
+		if err != nil || len(evs) != want {
+			t.Fatalf("type filter %q: %d events %v, want %d", glob, len(evs), err, want)
+		}
+	}
 	var got []string
 	cursor := ""
 	for range 20 {
