@@ -138,7 +138,9 @@ func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
 // fasthttp is lenient where a proxy in front may read the same bytes
 // otherwise (RFC 9112 sections 3.2, 5.1, 5.2): a bare CR or a NUL in a
 // header line, whitespace before a colon or a folded line, an empty name,
-// a Host sent twice or (HTTP/1.1) not at all. Each is 400.
+// a Host sent twice or (HTTP/1.1) not at all. Each is 400, and so is a
+// Content-Type sent twice: fasthttp keeps the last, the event would be
+// stored and delivered with a type a proxy in front did not see.
 func checkFraming(counted prometheus.Counter) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		f := readFraming(c.Request().Header.RawHeaders())
@@ -150,6 +152,8 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 			status, detail = fiber.StatusBadRequest, "Host must be sent once"
 		case f.contentLengths > 1:
 			status, detail = fiber.StatusBadRequest, "Content-Length is sent more than once"
+		case f.contentTypes > 1:
+			status, detail = fiber.StatusBadRequest, "Content-Type is sent more than once"
 		case f.transferEncodings > 0 && (n == 0 || f.codings[n-1] != "chunked"):
 			// fasthttp reads even an empty Transfer-Encoding as chunked.
 			status, detail = fiber.StatusBadRequest, "chunked must be the last transfer coding"
@@ -169,11 +173,12 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 }
 
 // framing is what a raw header block says of its body's framing: how many
-// Content-Length and Host lines it has, the codings of its
+// Content-Length, Content-Type and Host lines it has, the codings of its
 // Transfer-Encoding lines in order, lower-cased (nil for none, nearly
 // always), and whether a line is malformed.
 type framing struct {
 	contentLengths    int
+	contentTypes      int
 	hosts             int
 	transferEncodings int // Transfer-Encoding lines, whatever they name
 	codings           []string
@@ -198,6 +203,8 @@ func readFraming(raw []byte) framing {
 			f.contentLengths++
 		case bytes.EqualFold(name, []byte("Host")):
 			f.hosts++
+		case bytes.EqualFold(name, []byte("Content-Type")):
+			f.contentTypes++
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			f.transferEncodings++
 			for coding := range bytes.SplitSeq(value, []byte(",")) {

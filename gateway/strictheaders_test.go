@@ -8,8 +8,8 @@ import (
 // Header lines a proxy in front may read otherwise than fasthttp does
 // (RFC 9112 sections 3.2, 5.1, 5.2) are 400 problems, on both listeners,
 // and nothing is stored: a bare CR or a NUL in a value, whitespace before
-// the colon, a folded line, an empty name, Host twice or, in HTTP/1.1,
-// not at all. fasthttp took each of them, and stored the event.
+// the colon, a folded line, an empty name, Host or Content-Type twice
+// or, in HTTP/1.1, Host not at all. fasthttp took each of them, and stored the event.
 func TestAmbiguousHeaderLinesAreRefused(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	body := `{"id":"strict","type":"a"}`
@@ -25,6 +25,9 @@ func TestAmbiguousHeaderLinesAreRefused(t *testing.T) {
 		{"empty name", post("HTTP/1.1", "Host: x\r\n: v\r\n")},
 		{"Host twice", post("HTTP/1.1", "Host: x\r\nHost: y\r\n")},
 		{"no Host in HTTP/1.1", post("HTTP/1.1", "")},
+		// fasthttp keeps the last: the event was stored and delivered with
+		// a type a proxy in front did not see.
+		{"Content-Type twice", post("HTTP/1.1", "Host: x\r\nContent-Type: text/plain\r\n")},
 	} {
 		for _, addr := range []string{g.PublicAddr(), g.AdminAddr()} {
 			raw := c.raw
