@@ -34,15 +34,8 @@ func TestRetryAfterHoldsTheEndpointNotOnlyTheDelivery(t *testing.T) {
 		defer mu.Unlock()
 		return len(at)
 	}
-	g := startGateway(t, gwOptions{extra: `endpoints:
-  - id: e1
-    tenant: acme
-    url: ` + srv.URL + `
-    sources: [open]
-    secret: ` + subSecretA + `
-    max_in_flight: 1
-    retry: {initial_interval: 20ms, max_interval: 10s, randomization: 0, max_attempts: 5, max_elapsed: 1m}
-`})
+	g := startGateway(t, gwOptions{extra: oneEndpoint(srv.URL, "initial_interval: 20ms, max_interval: 10s, randomization: 0, max_attempts: 5, max_elapsed: 1m") +
+		"    max_in_flight: 1\n"})
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"ra-first","type":"t.x"}`), nil))
 	waitFor(t, 5*time.Second, "the 429", func() bool { return count() >= 1 })
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"ra-second","type":"t.x"}`), nil))
@@ -57,4 +50,11 @@ func TestRetryAfterHoldsTheEndpointNotOnlyTheDelivery(t *testing.T) {
 				i+2, q.Sub(at[0]).Round(time.Millisecond))
 		}
 	}
+}
+
+// oneEndpoint is the config of endpoint e1 of tenant acme on source open,
+// sending to url with the given retry settings (YAML flow mapping items).
+func oneEndpoint(url, retry string) string {
+	return "endpoints:\n  - id: e1\n    tenant: acme\n    url: " + url + "\n    sources: [open]\n    secret: " + subSecretA +
+		"\n    retry: {" + retry + "}\n"
 }

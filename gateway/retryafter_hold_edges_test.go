@@ -26,14 +26,7 @@ func TestManualRetryWhileRetryAfterHoldIsSentNow(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(srv.Close)
-	g := startGateway(t, gwOptions{extra: `endpoints:
-  - id: e1
-    tenant: acme
-    url: ` + srv.URL + `
-    sources: [open]
-    secret: ` + subSecretA + `
-    retry: {initial_interval: 20ms, max_interval: 1m, randomization: 0, max_attempts: 5, max_elapsed: 1h}
-`})
+	g := startGateway(t, gwOptions{extra: oneEndpoint(srv.URL, "initial_interval: 20ms, max_interval: 1m, randomization: 0, max_attempts: 5, max_elapsed: 1h")})
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"held-retry","type":"t.x"}`), nil))
 	var id string
 	waitFor(t, 5*time.Second, "the 503 recorded", func() bool {
@@ -80,14 +73,7 @@ func holdReceiver(t *testing.T, ra string) (*httptest.Server, *atomic.Int32) {
 func TestRetryAfterHoldCappedAndEndedByURLChange(t *testing.T) {
 	t.Run("capped", func(t *testing.T) {
 		srv, n := holdReceiver(t, "Sun, 06 Nov 2994 08:49:37 GMT")
-		g := startGateway(t, gwOptions{extra: `endpoints:
-  - id: e1
-    tenant: acme
-    url: ` + srv.URL + `
-    sources: [open]
-    secret: ` + subSecretA + `
-    retry: {initial_interval: 20ms, max_interval: 300ms, randomization: 0, max_attempts: 5, max_elapsed: 1h}
-`})
+		g := startGateway(t, gwOptions{extra: oneEndpoint(srv.URL, "initial_interval: 20ms, max_interval: 300ms, randomization: 0, max_attempts: 5, max_elapsed: 1h")})
 		must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"cap-1","type":"t.x"}`), nil))
 		waitFor(t, 5*time.Second, "the 429", func() bool { return n.Load() >= 1 })
 		must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"cap-2","type":"t.x"}`), nil))
