@@ -54,6 +54,10 @@ func newEventView(ev *storage.Event) eventView {
 	return v
 }
 
+// maxTypeGlob bounds the type filter of GET /events when it is a glob (a
+// plain type is at most the 512 bytes ingest takes).
+const maxTypeGlob = 128
+
 // listEvents is GET /events?source=&type=&since=&until=&limit=&cursor=,
 // newest first. type is a glob, as an endpoint's event_types are
 // ("invoice.*"), as Stripe's list filter is.
@@ -64,6 +68,9 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 	}
 	if typ := c.Query("type"); typ != "" && storage.ValidTypeGlob(typ) != nil {
 		return badRequest("type", `must be an event type or a glob of types ("*", "?", "[...]"), e.g. "invoice.*"`)
+	} else if storage.IsTypeGlob(typ) && len(typ) > maxTypeGlob {
+		// A glob costs up to its length times a type's per event scanned.
+		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", maxTypeGlob))
 	}
 	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
 		Tenant: who(c).scope(), Source: c.Query("source"), Type: c.Query("type"),

@@ -16,8 +16,15 @@ import (
 // every orders topic. A malformed glob matches nothing (ValidTypeGlob
 // refuses it first).
 func MatchType(glob, typ string) bool {
+	if !IsTypeGlob(glob) {
+		return glob != "" && glob == typ
+	}
 	return ValidTypeGlob(glob) == nil && matchGlob(glob, typ)
 }
+
+// IsTypeGlob reports whether glob holds any of the glob syntax ("*", "?",
+// "[", "\"): without, it is a plain type that matches only itself.
+func IsTypeGlob(glob string) bool { return strings.ContainsAny(glob, `*?[\`) }
 
 // ValidTypeGlob reports why glob cannot be an event_types filter, if it cannot.
 func ValidTypeGlob(glob string) error {
