@@ -8,7 +8,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"hookgate/inbound"
 	"hookgate/outbound"
 	"hookgate/storage"
 )
@@ -455,8 +454,8 @@ func (b *endpointBody) apply(ep *storage.Endpoint, now time.Time) error {
 	if b.MaxInFlight != nil {
 		// Bounded where it is set: a PATCH of other fields of an endpoint
 		// stored before the bound stays possible (it is capped when sent).
-		if *b.MaxInFlight > maxMaxInFlight {
-			return unprocessable("max_in_flight", fmt.Sprintf("must be from 1 to %d", maxMaxInFlight))
+		if *b.MaxInFlight > outbound.MaxMaxInFlight {
+			return maxInFlightProblem()
 		}
 		ep.MaxInFlight = *b.MaxInFlight
 	}
@@ -508,6 +507,10 @@ func (r *retryBody) apply(p *storage.RetryPolicy) error {
 	return nil
 }
 
+func maxInFlightProblem() error {
+	return unprocessable("max_in_flight", fmt.Sprintf("must be from 1 to %d", outbound.MaxMaxInFlight))
+}
+
 func positiveDuration(field, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
@@ -539,7 +542,7 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 		}
 	}
 	for i, g := range ep.EventTypes {
-		if inbound.ValidTypeGlob(g) != nil {
+		if storage.ValidTypeGlob(g) != nil {
 			return unprocessable(fmt.Sprintf("event_types[%d]", i), "must be a non-empty glob (\"*\", \"?\", \"[...]\"), e.g. \"invoice.*\"")
 		}
 	}
@@ -548,7 +551,7 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 	}
 	switch {
 	case ep.MaxInFlight < 1:
-		return unprocessable("max_in_flight", fmt.Sprintf("must be from 1 to %d", maxMaxInFlight))
+		return maxInFlightProblem()
 	case ep.RateLimit < 0:
 		return unprocessable("rate_limit", "must be 0 (unlimited) or more")
 	}

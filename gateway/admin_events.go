@@ -66,14 +66,16 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if typ := c.Query("type"); typ != "" && storage.ValidTypeGlob(typ) != nil {
+	typ := c.Query("type")
+	switch {
+	case typ != "" && storage.ValidTypeGlob(typ) != nil:
 		return badRequest("type", `must be an event type or a glob of types ("*", "?", "[...]"), e.g. "invoice.*"`)
-	} else if storage.IsTypeGlob(typ) && len(typ) > maxTypeGlob {
+	case storage.IsTypeGlob(typ) && len(typ) > maxTypeGlob:
 		// A glob costs up to its length times a type's per event scanned.
 		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", maxTypeGlob))
 	}
 	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
-		Tenant: who(c).scope(), Source: c.Query("source"), Type: c.Query("type"),
+		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ,
 		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
 	})
 	if err != nil {

@@ -169,7 +169,7 @@ type EndpointConfig struct {
 	// empty means all of them.
 	Sources []string `yaml:"sources"`
 	// EventTypes restricts the endpoint to types matching one of these
-	// globs (inbound.MatchType: "*" matches "/" too); empty means all.
+	// globs (storage.MatchType: "*" matches "/" too); empty means all.
 	EventTypes []string `yaml:"event_types"`
 	// Headers are static headers added to every delivery.
 	Headers map[string]string `yaml:"headers"`

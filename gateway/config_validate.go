@@ -93,11 +93,6 @@ func (d *decoder) positive(key string, v Duration) {
 // max_in_flight slot that long.
 const maxTimeout = storage.MaxAttemptTimeout
 
-// maxMaxInFlight bounds an endpoint's max_in_flight: each slot can hold a
-// connection and a goroutine open for a whole timeout, and a tenant's
-// token sets it for an endpoint of its own.
-const maxMaxInFlight = outbound.MaxMaxInFlight
-
 func (d *decoder) timeout(key string, v Duration) {
 	d.positive(key, v)
 	if v.D() > maxTimeout {
@@ -478,7 +473,7 @@ func (d *decoder) eventTypes(globs []string, key string) {
 		k := fmt.Sprintf("%s[%d]", key, j)
 		if g == "" {
 			d.required(k, "event type glob")
-		} else if err := inbound.ValidTypeGlob(g); err != nil {
+		} else if err := storage.ValidTypeGlob(g); err != nil {
 			d.fail(k, "invalid glob %q: %v", g, err)
 		}
 	}
@@ -548,8 +543,8 @@ func (d *decoder) endpointLimits(e *EndpointConfig, key string) {
 	if d.set[key+".timeout"] {
 		d.timeout(key+".timeout", e.Timeout)
 	}
-	if e.MaxInFlight < 1 || e.MaxInFlight > maxMaxInFlight {
-		d.fail(key+".max_in_flight", "must be from 1 to %d", maxMaxInFlight)
+	if e.MaxInFlight < 1 || e.MaxInFlight > outbound.MaxMaxInFlight {
+		d.fail(key+".max_in_flight", "must be from 1 to %d", outbound.MaxMaxInFlight)
 	}
 	if e.RateLimit < 0 {
 		d.fail(key+".rate_limit", "must be 0 (unlimited) or more")

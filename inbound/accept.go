@@ -316,7 +316,7 @@ func Subscribes(ep *storage.Endpoint, source, typ string) bool {
 		return true
 	}
 	for _, g := range ep.EventTypes {
-		if MatchType(g, typ) {
+		if storage.MatchType(g, typ) {
 			return true
 		}
 	}

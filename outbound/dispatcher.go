@@ -23,8 +23,10 @@ const (
 	DefaultCircuitCooldown    = 5 * time.Second
 	DefaultCircuitMaxCooldown = 5 * time.Minute
 	DefaultMaxInFlight        = 10
-	// MaxMaxInFlight caps an endpoint's max_in_flight, also one stored
-	// before config and the admin API bounded it.
+	// MaxMaxInFlight bounds an endpoint's max_in_flight (config and the
+	// admin API refuse more; one stored before is capped when sent): each
+	// slot can hold a connection and a goroutine open for a whole timeout,
+	// and a tenant's token sets it for an endpoint of its own.
 	MaxMaxInFlight = 10_000
 	DefaultVersion = "dev"
 )
@@ -345,7 +347,7 @@ func (d *Dispatcher) RetryNow(endpointID string) {
 	defer d.mu.RUnlock()
 	if l, ok := d.endpoints[endpointID]; ok {
 		l.mu.Lock()
-		l.hold = time.Time{}
+		l.unhold()
 		l.mu.Unlock()
 		l.poke()
 	}

@@ -71,7 +71,7 @@ func (l *endpointLoop) update(ep storage.Endpoint) {
 	if (l.ep.Disabled && !ep.Disabled) || l.ep.URL != ep.URL {
 		l.circuit.reset()
 		l.probe++
-		l.hold = time.Time{}
+		l.unhold()
 	}
 	if l.limiter == nil || ep.RateLimit != l.ep.RateLimit {
 		l.limiter = newLimiter(ep.RateLimit)
@@ -368,6 +368,9 @@ func (l *endpointLoop) holdFor(sent *storage.Endpoint, a Answer, now time.Time) 
 // held reports whether the endpoint is paused by a Retry-After at now.
 // The caller holds l.mu.
 func (l *endpointLoop) held(now time.Time) bool { return now.Before(l.hold) }
+
+// unhold ends a Retry-After pause. The caller holds l.mu.
+func (l *endpointLoop) unhold() { l.hold = time.Time{} }
 
 // finished frees an attempt's slot and pokes the loop to fill it.
 func (l *endpointLoop) finished() {

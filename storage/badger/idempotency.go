@@ -30,36 +30,30 @@ func (db *DB) ClaimKey(ctx context.Context, c storage.IdemClaim) (storage.IdemRe
 	err := db.update(ctx, 256, func(txn *bdg.Txn) error {
 		var rec idemRecord
 		err := getRecord(txn, k, &rec)
+		// While a record is remembered (its lease or its Expires), the key
+		// is its request's. A claim left behind by a dead run, or given up
+		// after a 5xx, may have had its effect, so another request under
+		// it is a reuse there too.
+		remembered := err == nil && (c.Now.Before(rec.Expires) || !rec.Done && c.Now.Before(rec.LeaseUntil))
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 		case err != nil:
 			return err
-		case rec.Done && c.Now.Before(rec.Expires):
-			if rec.Hash != c.RequestHash {
-				res = storage.IdemResult{State: storage.IdemMismatch}
-			} else {
-				res = storage.IdemResult{State: storage.IdemReplay, Response: rec.Response}
-			}
+		case remembered && rec.Hash != c.RequestHash:
+			res = storage.IdemResult{State: storage.IdemMismatch}
+			return nil
+		case rec.Done && remembered:
+			res = storage.IdemResult{State: storage.IdemReplay, Response: rec.Response}
 			return nil
 		case !rec.Done && c.Now.Before(rec.LeaseUntil):
-			if rec.Hash != c.RequestHash {
-				res = storage.IdemResult{State: storage.IdemMismatch}
-			} else {
-				res = storage.IdemResult{State: storage.IdemInProgress, LeaseUntil: rec.LeaseUntil}
-			}
-			return nil
-		case !rec.Done && c.Now.Before(rec.Expires) && rec.Hash != c.RequestHash:
-			// A claim left behind by a dead request, or given up after a
-			// 5xx, may have had its effect: the key is still that
-			// request's, and another request under it is a reuse.
-			res = storage.IdemResult{State: storage.IdemMismatch}
+			res = storage.IdemResult{State: storage.IdemInProgress, LeaseUntil: rec.LeaseUntil}
 			return nil
 		}
 		// Absent, expired, or a claim of this same request left behind by
 		// a dead run (or given up after a 5xx): take it, continuing that
 		// use of the key.
 		since := c.Now
-		if err == nil && !rec.Done && !rec.Since.IsZero() && c.Now.Before(rec.Expires) {
+		if remembered && !rec.Done && !rec.Since.IsZero() {
 			since = rec.Since
 		}
 		keep := c.LeaseUntil
