@@ -12,16 +12,24 @@ import (
 // alphabet is in ASCII order, so encoded IDs sort like their bytes.
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
-// NewID returns prefix + a 26-character ID that sorts by creation time
-// (48 bits of milliseconds, then 80 random bits), like a ULID. Time-ordered
-// IDs make "newest first" a reverse key scan and keep cursors stable while
-// new records arrive.
+// NewID returns prefix + a 26-character ID that sorts by creation time,
+// like a ULID: 48 bits of milliseconds, 20 bits of the nanoseconds within
+// that millisecond, then 60 random bits. Time-ordered IDs make "newest
+// first" a reverse key scan and keep cursors stable while new records
+// arrive; the sub-millisecond part keeps records made in one millisecond
+// in the order of their times (received_at, created_at), which are taken
+// from the same t. (IDs made before 2026-12-02 have random bits there, so
+// those of one millisecond sort at random among themselves.)
 func NewID(prefix string, t time.Time) string {
 	var b [16]byte
 	ms := uint64(t.UnixMilli())
 	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
 	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
 	_, _ = rand.Read(b[6:])
+	sub := uint32(t.Nanosecond() % 1e6) // < 2^20
+	b[6] = byte(sub >> 12)
+	b[7] = byte(sub >> 4)
+	b[8] = byte(sub<<4) | b[8]&0x0f
 	return prefix + idEncoding.EncodeToString(b[:])
 }
 

@@ -19,3 +19,43 @@ func TestLeaseGroups(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// IDs made at different times sort in time order, down to the nanosecond
+// within a millisecond: lists are "newest first" by ID, and their records
+// show times with nanoseconds.
+func TestNewIDSortsByTime(t *testing.T) {
+	base := time.Date(2026, 12, 2, 3, 4, 5, 0, time.UTC)
+	steps := []time.Duration{0, 1, 2, 999, 1000, 123456, 999999, time.Millisecond, time.Millisecond + 1, time.Hour}
+	var prevMax string
+	for i, d := range steps {
+		at := base.Add(d)
+		lo, hi := "", ""
+		for range 50 { // the random part must never undo the order
+			id := NewID("evt_", at)
+			if lo == "" || id < lo {
+				lo = id
+			}
+			hi = max(hi, id)
+			if got, ok := IDTime("evt_", id); !ok || !got.Equal(at.Truncate(time.Millisecond)) {
+				t.Fatalf("IDTime(%s) = %v, %v; want %v", id, got, ok, at.Truncate(time.Millisecond))
+			}
+		}
+		if i > 0 && lo <= prevMax {
+			t.Fatalf("an ID made at +%v (%s) sorts at or before one made at +%v (%s)", d, lo, steps[i-1], prevMax)
+		}
+		prevMax = hi
+	}
+}
+
+// IDs made at the same nanosecond still differ.
+func TestNewIDAtOneInstantIsUnique(t *testing.T) {
+	at := time.Now()
+	seen := make(map[string]bool)
+	for range 10000 {
+		id := NewID("dlv_", at)
+		if seen[id] {
+			t.Fatalf("NewID made %s twice", id)
+		}
+		seen[id] = true
+	}
+}
