@@ -469,7 +469,7 @@ func queryTime(c *fiber.Ctx, name string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseRFC3339(s)
 	if err != nil {
 		return time.Time{}, badRequest(name, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 	}
@@ -477,6 +477,21 @@ func queryTime(c *fiber.Ctx, name string) (time.Time, error) {
 		return time.Time{}, badRequest(name, zeroTimeDetail)
 	}
 	return t, nil
+}
+
+// parseRFC3339 parses an RFC 3339 time. RFC 3339 (section 5.6) lets the
+// "T" and "Z" be lowercase, which time.Parse refuses; no other letter can
+// appear in a valid value.
+func parseRFC3339(s string) (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, strings.Map(func(r rune) rune {
+		switch r {
+		case 't':
+			return 'T'
+		case 'z':
+			return 'Z'
+		}
+		return r
+	}, s))
 }
 
 // zeroTimeDetail refuses 0001-01-01T00:00:00Z, the zero time, as until:

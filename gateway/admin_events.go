@@ -205,6 +205,11 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// [] names no endpoint: refused, where an absent list means "every
+	// subscriber" (null is refused by decodeJSON).
+	if in.Endpoints != nil && len(in.Endpoints) == 0 {
+		return unprocessable("endpoints", "names no endpoint: leave it out to replay to every endpoint that subscribes now")
+	}
 	_, done := a.g.reg.use() // until the deliveries are written
 	defer done()
 	targets, err := a.replayTargets(&ev, in.Endpoints)

@@ -113,13 +113,20 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 			panic(r)
 		}
 	}()
-	if err := c.Next(); err != nil {
+	err := c.Next()
+	if err != nil {
 		if werr := adminErrorHandler(c, err); werr != nil {
 			return werr
 		}
 	}
 	ctx, cancel := writeContext()
 	defer cancel()
+	if noRoute(err) {
+		// No handler ran (a path or method the API does not have): there
+		// is no outcome to keep, and a stored 405 would lose its Allow.
+		a.abandonKey(ctx, tenant, key, lease)
+		return nil
+	}
 	status := c.Response().StatusCode()
 	// An answer that says "retry later" (a 5xx, or a 409 with Retry-After:
 	// the delivery is in flight, the endpoint id is being deleted) is not
@@ -129,7 +136,7 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		return nil
 	}
 	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
-	err := a.g.store.FinishKey(ctx, tenant, key, lease, resp, a.now().Add(a.g.cfg.Dedupe.TTL.D()))
+	err = a.g.store.FinishKey(ctx, tenant, key, lease, resp, a.now().Add(a.g.cfg.Dedupe.TTL.D()))
 	switch {
 	case errors.Is(err, storage.ErrLeaseLost):
 		// It ran past its lease and another request holds the key now:
@@ -140,6 +147,13 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		a.g.log.Error("admin api: store idempotent answer", "err", err)
 	}
 	return nil
+}
+
+// noRoute reports whether err is the router's own 404 or 405: handlers
+// answer with an *apiError, never a *fiber.Error.
+func noRoute(err error) bool {
+	var fe *fiber.Error
+	return errors.As(err, &fe) && (fe.Code == fiber.StatusNotFound || fe.Code == fiber.StatusMethodNotAllowed)
 }
 
 // abandonKey drops this process's claim of a key so that a retry runs

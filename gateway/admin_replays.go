@@ -160,7 +160,7 @@ func bodyTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseRFC3339(s)
 	if err != nil {
 		return time.Time{}, unprocessable(field, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 	}
