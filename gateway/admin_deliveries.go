@@ -10,9 +10,6 @@ import (
 	"hookgate/storage"
 )
 
-// maxResponseExcerpt is how much of an attempt's response body is shown.
-const maxResponseExcerpt = 1 << 10
-
 // deliveryView is a delivery as the admin API shows it (SPEC section 5).
 type deliveryView struct {
 	ID             string `json:"id"`
@@ -62,13 +59,13 @@ func deliveryViews(ds []storage.Delivery) []deliveryView {
 	return out
 }
 
+// newAttemptView shows an attempt as stored: the sender keeps the first
+// 1 KiB of the response, its invalid UTF-8 bytes replaced by U+FFFD (3
+// bytes each), so the excerpt may be longer than 1 KiB. A second cut here
+// at 1 KiB dropped the end of such an excerpt, and split a character.
 func newAttemptView(at *storage.Attempt) attemptView {
-	resp := at.Response
-	if len(resp) > maxResponseExcerpt {
-		resp = resp[:maxResponseExcerpt]
-	}
 	return attemptView{
-		N: at.N, At: apiTime(at.At), StatusCode: at.StatusCode, Error: at.Error, Response: resp,
+		N: at.N, At: apiTime(at.At), StatusCode: at.StatusCode, Error: at.Error, Response: at.Response,
 		LatencyMS: float64(at.Latency.Round(time.Microsecond)) / float64(time.Millisecond),
 	}
 }

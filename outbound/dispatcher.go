@@ -339,15 +339,18 @@ func (d *Dispatcher) removeLocked(id string) {
 	}
 }
 
-// RetryNow ends a Retry-After hold of the endpoint and pokes its loop:
-// an operator's "deliver again now" (POST /deliveries/{id}/retry) is sent
-// now, as SPEC says, even while the receiver asked for a pause.
+// RetryNow resumes the endpoint and pokes its loop: an operator's "deliver
+// again now" (POST /deliveries/{id}/retry) is sent now, as SPEC says, even
+// while the receiver asked for a pause (a Retry-After hold) or its circuit
+// is open after failures. The operator says the receiver is back, as a
+// re-enable does: the circuit closes, the hold ends, and the endpoint's
+// other due deliveries go out with it.
 func (d *Dispatcher) RetryNow(endpointID string) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if l, ok := d.endpoints[endpointID]; ok {
 		l.mu.Lock()
-		l.unhold()
+		l.resume()
 		l.mu.Unlock()
 		l.poke()
 	}

@@ -69,9 +69,7 @@ func (l *endpointLoop) update(ep storage.Endpoint) {
 	// Re-enabled or moved to another URL: the failures that opened the
 	// circuit were the old endpoint's, not this one's.
 	if (l.ep.Disabled && !ep.Disabled) || l.ep.URL != ep.URL {
-		l.circuit.reset()
-		l.probe++
-		l.unhold()
+		l.resume()
 	}
 	if l.limiter == nil || ep.RateLimit != l.ep.RateLimit {
 		l.limiter = newLimiter(ep.RateLimit)
@@ -369,8 +367,14 @@ func (l *endpointLoop) holdFor(sent *storage.Endpoint, a Answer, now time.Time) 
 // The caller holds l.mu.
 func (l *endpointLoop) held(now time.Time) bool { return now.Before(l.hold) }
 
-// unhold ends a Retry-After pause. The caller holds l.mu.
-func (l *endpointLoop) unhold() { l.hold = time.Time{} }
+// resume forgets the endpoint's recent failures: its circuit closes (a
+// probe in flight no longer counts as one) and a Retry-After pause ends.
+// The caller holds l.mu.
+func (l *endpointLoop) resume() {
+	l.circuit.reset()
+	l.probe++
+	l.hold = time.Time{}
+}
 
 // finished frees an attempt's slot and pokes the loop to fill it.
 func (l *endpointLoop) finished() {
