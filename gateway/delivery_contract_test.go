@@ -1,10 +1,6 @@
 package gateway
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,28 +17,15 @@ import (
 
 // Outbound delivery as a subscriber sees it (SPEC section 4 and the
 // delivery resources of section 5), end to end. Signatures are checked
-// with crypto/hmac from the Standard Webhooks algorithm, not the gateway's
-// code.
-
-var (
-	dpSecretA = "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5A}, 32))
-	dpSecretB = "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x6B}, 32))
-)
-
-// dpReq is one request a test receiver got.
-type dpReq struct {
-	at     time.Time
-	path   string
-	header http.Header
-	body   []byte
-}
+// with subVerify, written from the Standard Webhooks specification, not
+// from the gateway's code.
 
 // dpReceiver records every request; answer (per path) decides the
 // response, default 200.
 type dpReceiver struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
-	reqs   []dpReq
+	reqs   []subReq
 	answer map[string]func(w http.ResponseWriter, r *http.Request)
 }
 
@@ -51,7 +34,7 @@ func newDPReceiver(t *testing.T) *dpReceiver {
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		p.mu.Lock()
-		p.reqs = append(p.reqs, dpReq{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: b})
+		p.reqs = append(p.reqs, subReq{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: b})
 		f := p.answer[r.URL.Path]
 		p.mu.Unlock()
 		if f != nil {
@@ -72,48 +55,16 @@ func (p *dpReceiver) on(path string, f func(w http.ResponseWriter, r *http.Reque
 	p.answer["/"+path] = f
 }
 
-func (p *dpReceiver) at(path string) []dpReq {
+func (p *dpReceiver) at(path string) []subReq {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []dpReq
+	var out []subReq
 	for _, q := range p.reqs {
 		if q.path == "/"+path {
 			out = append(out, q)
 		}
 	}
 	return out
-}
-
-// dpVerify returns which of secrets have a v1 signature in the request,
-// computed here from the Standard Webhooks algorithm.
-func dpVerify(h http.Header, body []byte, secrets ...string) []string {
-	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
-	var got [][]byte
-	for _, s := range strings.Fields(h.Get("webhook-signature")) {
-		v, b64, ok := strings.Cut(s, ",")
-		if !ok || v != "v1" {
-			continue
-		}
-		raw, err := base64.StdEncoding.DecodeString(b64)
-		if err == nil {
-			got = append(got, raw)
-		}
-	}
-	var ok []string
-	for _, secret := range secrets {
-		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-		mac := hmac.New(sha256.New, key)
-		mac.Write([]byte(id + "." + ts + "."))
-		mac.Write(body)
-		want := mac.Sum(nil)
-		for _, g := range got {
-			if hmac.Equal(g, want) {
-				ok = append(ok, secret)
-				break
-			}
-		}
-	}
-	return ok
 }
 
 // dpDelivery is GET /deliveries/{id} decoded.
@@ -182,7 +133,7 @@ func TestDeliverySameKeyForEveryEndpointEachWithItsOwnSecret(t *testing.T) {
   - {id: pa, tenant: acme, url: %q, secret: %q}
   - {id: pb, tenant: acme, url: %q, secret: %q}
   - {id: pc, tenant: acme, url: %q}
-`, rcv.url("pa"), dpSecretA, rcv.url("pb"), dpSecretB, rcv.url("pc"))})
+`, rcv.url("pa"), subSecretA, rcv.url("pb"), subSecretB, rcv.url("pc"))})
 	genSecret := must[endpointView](t, 200)(g.api("GET", "/endpoints/pc", opToken, nil)).Secret
 	body := []byte(`{"type":"invoice.paid","n":1}`)
 	st, _, ans := g.post("sw", body, signSW("msg_probe_key", time.Now(), body))
@@ -194,14 +145,14 @@ func TestDeliverySameKeyForEveryEndpointEachWithItsOwnSecret(t *testing.T) {
 	waitFor(t, 10*time.Second, "3 deliveries", func() bool {
 		return len(rcv.at("pa")) == 1 && len(rcv.at("pb")) == 1 && len(rcv.at("pc")) == 1
 	})
-	secrets := map[string]string{"pa": dpSecretA, "pb": dpSecretB, "pc": genSecret}
+	secrets := map[string]string{"pa": subSecretA, "pb": subSecretB, "pc": genSecret}
 	key := rcv.at("pa")[0].header.Get("Idempotency-Key")
 	for ep, secret := range secrets {
 		q := rcv.at(ep)[0]
 		if q.header.Get("Idempotency-Key") != key || q.header.Get("webhook-id") != key {
 			t.Errorf("%s: Idempotency-Key %q webhook-id %q, want both %q", ep, q.header.Get("Idempotency-Key"), q.header.Get("webhook-id"), key)
 		}
-		got := dpVerify(q.header, q.body, dpSecretA, dpSecretB, genSecret)
+		got := subVerify(t, q.header, q.body, subSecretA, subSecretB, genSecret)
 		if len(got) != 1 || got[0] != secret {
 			t.Errorf("%s: verified with %d secrets (%q), want only its own", ep, len(got), q.header.Get("webhook-signature"))
 		}
@@ -559,7 +510,7 @@ func TestDeliveryWithoutContentType(t *testing.T) {
 	rcv := newDPReceiver(t)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - {id: noct, tenant: acme, url: %q, secret: %q, sources: [open], headers: {X-Static: "s v"}}
-`, rcv.url("noct"), dpSecretA)})
+`, rcv.url("noct"), subSecretA)})
 	for i, body := range []string{`{"id":"noct1","type":"t"}`, ``} {
 		req, _ := http.NewRequest("POST", "http://"+g.PublicAddr()+"/ingest/open", strings.NewReader(body))
 		req.Header.Del("Content-Type")
@@ -575,7 +526,7 @@ func TestDeliveryWithoutContentType(t *testing.T) {
 		if q.header.Get("X-Static") != "s v" {
 			t.Errorf("static header %q", q.header.Get("X-Static"))
 		}
-		if len(dpVerify(q.header, q.body, dpSecretA)) != 1 {
+		if len(subVerify(t, q.header, q.body, subSecretA)) != 1 {
 			t.Errorf("body %q: signature %q", q.body, q.header.Get("webhook-signature"))
 		}
 	}
