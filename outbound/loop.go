@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -44,6 +45,9 @@ type endpointLoop struct {
 	// with Retry-After: the receiver asked for nothing at all until then
 	// (RFC 6585 §4), not only the retry of that one delivery.
 	hold time.Time
+
+	// swept is when expirePaused last looked (the loop goroutine only).
+	swept time.Time
 }
 
 func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
@@ -125,6 +129,7 @@ type plan struct {
 	n      int               // how many to claim; 0 = none now
 	wait   time.Duration     // when n is 0: the longest wait before the next pass
 	tokens *rate.Reservation // the n rate tokens taken, if rate-limited
+	paused bool              // n is 0 because the circuit is open or a Retry-After holds
 }
 
 // pass claims what the endpoint may take now and starts sending it. It
@@ -135,6 +140,9 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 	now := l.d.cfg.Now()
 	p := l.plan(now)
 	if p.n == 0 {
+		if p.paused {
+			return min(p.wait, l.expirePaused(ctx, &p.ep, now))
+		}
 		return p.wait
 	}
 	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, p.n, l.d.leaseFor(&p.ep))
@@ -185,13 +193,13 @@ func (l *endpointLoop) plan(now time.Time) plan {
 		return p // an update or a finished attempt pokes the loop
 	}
 	if l.held(now) {
-		p.wait = l.hold.Sub(now)
+		p.wait, p.paused = l.hold.Sub(now), true
 		return p
 	}
 	allowed, until := l.circuit.allow(now)
 	if allowed == 0 {
 		if !until.IsZero() {
-			p.wait = until.Sub(now)
+			p.wait, p.paused = until.Sub(now), true
 		}
 		return p
 	}
@@ -213,6 +221,59 @@ func (l *endpointLoop) plan(now time.Time) plan {
 	}
 	return p
 }
+
+// expirePaused fails, unsent, the due deliveries of a paused endpoint
+// (circuit open, Retry-After hold) whose max_elapsed has passed. Only an
+// attempt's outcome applies a retry policy, and a paused endpoint makes
+// one attempt per cool-down (up to 5 minutes apart): behind a dead
+// receiver a backlog stayed pending long past its window, never failed
+// nor replayable as failed, and was purged so with its events once the
+// retention window passed. It looks every tenth of max_elapsed, at most
+// maxExpiryLag and at least Poll apart (a delivery fails at most that
+// late), and takes
+// the MaxClaim earliest due deliveries each time: the others are given
+// back, due now, unsent. A disabled endpoint is not paused: an operator's
+// disable keeps its deliveries pending until it is enabled again.
+//
+// It returns when to look next.
+func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, now time.Time) (next time.Duration) {
+	p := WithDefaults(ep.Retry)
+	every := max(l.d.cfg.Poll, min(p.MaxElapsed/10, maxExpiryLag))
+	if wait := l.swept.Add(every).Sub(now); wait > 0 {
+		return wait
+	}
+	l.swept = now
+	due, ok, err := l.d.cfg.Store.NextDue(ctx, l.id)
+	if err != nil || !ok || due.After(now) {
+		return every
+	}
+	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, storage.MaxClaim, l.d.leaseFor(ep))
+	if err != nil {
+		if ctx.Err() == nil {
+			l.d.log.Error("claim deliveries of a paused endpoint", "endpoint", l.id, "err", err)
+		}
+		return every
+	}
+	var keep []storage.Job
+	for i := range jobs {
+		d := &jobs[i].Delivery
+		if now.Sub(retryFrom(d, now)) <= p.MaxElapsed {
+			keep = append(keep, jobs[i])
+			continue
+		}
+		l.d.expire(ep, &jobs[i], now, fmt.Sprintf("not sent: gave up while the endpoint was paused, %s after the first attempt was due (max_elapsed %s)",
+			now.Sub(retryFrom(d, now)).Round(time.Second), p.MaxElapsed))
+	}
+	if len(keep) > 0 {
+		l.d.releaseAll(keep)
+	}
+	return every
+}
+
+// maxExpiryLag bounds how late expirePaused fails a delivery: well inside
+// the MaxLease the retention sweep adds to the longest retry window, so a
+// delivery fails before its event may be purged.
+const maxExpiryLag = 10 * time.Minute
 
 // tokenWait is how long until a rate limiter of limit tokens per second
 // holding tokens (< 1) has one: at least minIdleWait, at most poll (the
@@ -509,6 +570,26 @@ func (d *Dispatcher) releaseAll(jobs []storage.Job) {
 			d.log.Warn("release claims; they return when their lease expires", "deliveries", len(g.IDs), "err", err)
 		}
 	}
+}
+
+// expire fails a claimed delivery unsent, with an attempt that says why.
+func (d *Dispatcher) expire(ep *storage.Endpoint, job *storage.Job, now time.Time, reason string) {
+	out := &storage.Outcome{
+		Delivery: job.Delivery.ID,
+		Lease:    job.Delivery.LeaseUntil,
+		Attempt:  storage.Attempt{N: job.Delivery.AttemptCount + 1, At: now, Error: reason},
+		State:    storage.StateFailed, Interval: job.Delivery.Interval, CountAttempt: true,
+	}
+	ctx, cancel := d.writeContext()
+	defer cancel()
+	if err := d.cfg.Store.Complete(ctx, out); err != nil {
+		if !errors.Is(err, storage.ErrLeaseLost) {
+			// Left claimed: due again when its lease ends.
+			d.log.Error("record a delivery failed", "endpoint", ep.ID, "delivery", job.Delivery.ID, "err", err)
+		}
+		return
+	}
+	d.log.Warn("delivery failed", "endpoint", ep.ID, "delivery", job.Delivery.ID, "error", reason)
 }
 
 // cancelForeign cancels, unsent, a delivery whose endpoint id now names
