@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // trackingListener remembers the connections it accepted and that are
@@ -50,13 +53,53 @@ type trackedConn struct {
 	net.Conn
 	l    *trackingListener
 	once sync.Once
+	// linger is set when the server refused a request whose body it did
+	// not read (over max_body, or unparsable): see Close.
+	linger atomic.Bool
 }
 
+// Lingering close bounds: how long, and how much of an unread body, Close
+// waits for and throws away before it closes the socket.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 64 << 20
+)
+
+// Close closes the connection. After a refusal with the request's body
+// unread, closing at once makes the kernel answer the client's next bytes
+// with a reset, which can reach the client before it has read the answer:
+// a provider posting 8 MiB against a 1 MiB max_body saw "connection reset"
+// instead of the 413. So such a connection is closed as net/http and
+// nginx do: the write side first (the client gets the answer and an end
+// of stream), then what the client still sends is read and dropped for a
+// moment, then the socket is closed.
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
+		if c.linger.Load() {
+			c.lingerBeforeClose()
+		}
 	})
 	return c.Conn.Close()
+}
+
+func (c *trackedConn) lingerBeforeClose() {
+	tcp, ok := c.Conn.(*net.TCPConn)
+	if !ok || tcp.CloseWrite() != nil {
+		return
+	}
+	if tcp.SetReadDeadline(time.Now().Add(lingerTime)) != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, tcp, lingerBytes)
+}
+
+// lingerOnClose marks the connection of a request refused before its body
+// was read (see trackedConn.Close).
+func lingerOnClose(c net.Conn) {
+	if tc, ok := c.(*trackedConn); ok {
+		tc.linger.Store(true)
+	}
 }

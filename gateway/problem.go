@@ -149,6 +149,9 @@ func countParserRefusals(app *fiber.App, headers, timeout, framing prometheus.Co
 	srv := app.Server()
 	next := srv.ErrorHandler
 	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		// fasthttp closes the connection after any of these, maybe with
+		// the request's body still unread.
+		lingerOnClose(ctx.Conn())
 		var netErr net.Error
 		switch {
 		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
