@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"hookgate/inbound"
 	"hookgate/storage"
@@ -17,7 +18,12 @@ const headerReplayed = "Idempotent-Replayed"
 
 // unstoredHeaders are request headers never written to the store: they
 // authenticate to intermediaries and are nobody's business later.
-var unstoredHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Proxy-Authorization": true}
+// Besides the standard ones, the custom headers that senders whose only
+// authentication is a static key put it in (as fasthttp spells them).
+var unstoredHeaders = map[string]bool{
+	"Authorization": true, "Cookie": true, "Proxy-Authorization": true,
+	"X-Api-Key": true, "Api-Key": true, "X-Auth-Token": true, "X-Access-Token": true,
+}
 
 // ingest handles POST /ingest/{source}: verify, dedupe, persist, answer.
 // The 202 is written only after the event and its deliveries are durable.
@@ -159,6 +165,8 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 			status, detail = fiber.StatusBadRequest, "chunked must be the last transfer coding"
 		case n > 1:
 			status, detail = fiber.StatusNotImplemented, "no transfer coding but chunked is supported"
+		case c.Request().Header.ContentLength() == -1 && hasTrailerFields(&c.Request().Header, c.Request().Header.RawHeaders()):
+			status, detail = fiber.StatusBadRequest, "trailer fields after a chunked body are not accepted"
 		}
 		if status != 0 {
 			counted.Inc()
@@ -170,6 +178,32 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 		}
 		return c.Next()
 	}
+}
+
+// hasTrailerFields reports whether the parsed header h holds more fields
+// of some name than the raw header block: fasthttp merges the trailer
+// section of a chunked body into the header, where a signature, an event
+// ID or a stored header would be read from it (RFC 9110 section 6.5.1:
+// never merge trailers into the header), unseen by a proxy in front that
+// checked the header section. Connection is left out: fasthttp reports
+// its own view of it.
+func hasTrailerFields(h *fasthttp.RequestHeader, raw []byte) bool {
+	sent := make(map[string]int)
+	for line := range bytes.Lines(raw) {
+		if name, _, ok := bytes.Cut(line, []byte(":")); ok {
+			sent[strings.ToLower(string(name))]++
+		}
+	}
+	extra := false
+	parsed := make(map[string]int)
+	h.VisitAll(func(k, _ []byte) {
+		name := strings.ToLower(string(k))
+		parsed[name]++
+		if name != "connection" && parsed[name] > sent[name] {
+			extra = true
+		}
+	})
+	return extra
 }
 
 // framing is what a raw header block says of its body's framing: how many
