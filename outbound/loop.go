@@ -257,6 +257,10 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 	var keep []storage.Job
 	for i := range jobs {
 		d := &jobs[i].Delivery
+		if d.Tenant != ep.Tenant {
+			l.d.cancelForeign(ep, &jobs[i]) // as attempt does
+			continue
+		}
 		if now.Sub(retryFrom(d, now)) <= p.MaxElapsed {
 			keep = append(keep, jobs[i])
 			continue

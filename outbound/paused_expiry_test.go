@@ -83,3 +83,29 @@ func TestPausedEndpointFailsDeliveriesPastMaxElapsed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A delivery of another tenant left in a paused endpoint's outbox (the
+// endpoint id was deleted and taken by another tenant) is cancelled
+// unsent by the expiry, as an attempt would cancel it: never failed, which
+// would make it retryable in its tenant's view.
+func TestPausedEndpointCancelsAForeignDelivery(t *testing.T) {
+	db, _ := openDB(t)
+	rc := newReceiver(t, status(500, 1000))
+	ep := testEndpoint(t, db, "dead", rc.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
+	for range 2 {
+		accept(t, db, event{body: []byte(`{}`)}, ep)
+	}
+	start := time.Now()
+	clock := &fakeClock{t: start}
+	d := startDispatcher(t, db, Config{Now: clock.Now, CircuitFailures: 2, CircuitCooldown: 10 * time.Hour}, ep)
+	waitFor(t, 10*time.Second, "the circuit open", func() bool { return rc.count() == 2 && circuitOf(d, "dead") == circuitOpen })
+	foreign := acceptAs(t, db, "globex", ep, start)
+	clock.set(start.Add(2 * time.Hour))
+	waitFor(t, 10*time.Second, "the foreign delivery cancelled", func() bool {
+		d.Notify("dead")
+		return delivery(t, db, foreign.ID).State == storage.StateCancelled
+	})
+	if n := rc.count(); n != 2 {
+		t.Fatalf("the paused endpoint got %d requests, want 2", n)
+	}
+}
