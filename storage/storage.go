@@ -104,7 +104,8 @@ type Outbox interface {
 	// out.Lease.
 	Complete(ctx context.Context, out *Outcome) error
 	// Release returns claimed deliveries to pending, due at the given time,
-	// without counting an attempt (shutdown, a paused endpoint).
+	// without counting an attempt (shutdown, a paused endpoint). A zero due
+	// keeps each delivery's due time from before its claim.
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 	// Enqueue adds deliveries of already stored events (replay), due at their
 	// NextAttemptAt. Their ids are new (NewID), as in Accept.

@@ -275,7 +275,9 @@ func (db *DB) Release(ctx context.Context, ids []string, lease, due time.Time) e
 			old := queueKey(d.Endpoint, d.LeaseUntil, d.ID)
 			d.State = storage.StatePending
 			d.LeaseUntil = time.Time{}
-			d.NextAttemptAt = due
+			if !due.IsZero() {
+				d.NextAttemptAt = due
+			}
 			if err := db.moveQueue(txn, d, old); err != nil {
 				return err
 			}

@@ -63,6 +63,7 @@ func Run(t *testing.T, o Opener) {
 		"AcceptWritesClaimedDeliveries":     testAcceptWritesClaimedDeliveries,
 		"CompleteWithoutCountingAttempt":    testCompleteWithoutCountingAttempt,
 		"ReleaseOnlyUnderItsLease":          testReleaseOnlyUnderItsLease,
+		"ReleaseKeepingDueTimes":            testReleaseKeepingDueTimes,
 		"RetryRefusals":                     testRetryRefusals,
 		"CancelEndpointStates":              testCancelEndpointStates,
 		"Depth":                             testDepth,

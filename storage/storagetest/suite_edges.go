@@ -128,6 +128,37 @@ func testReleaseOnlyUnderItsLease(t *testing.T, o Opener) {
 	}
 }
 
+// Release with a zero due time gives each delivery back due when it was
+// before its claim: claims still take the earliest due first.
+func testReleaseKeepingDueTimes(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC().Truncate(time.Millisecond)
+	early, late := event("acme", "stripe", "early", "b", now, "ep"), event("acme", "stripe", "late", "b", now, "ep")
+	early.Deliveries[0].NextAttemptAt = now.Add(-time.Hour)
+	late.Deliveries[0].NextAttemptAt = now.Add(-time.Minute)
+	must(s.Accept(ctx, late))
+	must(s.Accept(ctx, early))
+	jobs := must(s.Claim(ctx, "ep", now, 10, time.Minute))
+	if len(jobs) != 2 {
+		t.Fatalf("claimed %d, want 2", len(jobs))
+	}
+	ids := []string{jobs[0].Delivery.ID, jobs[1].Delivery.ID}
+	if err := s.Release(ctx, ids, jobs[0].Delivery.LeaseUntil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []storage.Delivery{early.Deliveries[0], late.Deliveries[0]} {
+		d := must(s.GetDelivery(ctx, want.ID))
+		if d.State != storage.StatePending || !d.NextAttemptAt.Equal(want.NextAttemptAt) {
+			t.Fatalf("released %s: %s due %v, want pending due %v", d.ID, d.State, d.NextAttemptAt, want.NextAttemptAt)
+		}
+	}
+	if due, ok := must2(s.NextDue(ctx, "ep")); !ok || due.After(now.Add(-time.Hour)) {
+		t.Fatalf("next due %v %v, want the earliest, %v", due, ok, now.Add(-time.Hour))
+	}
+	if j := must(s.Claim(ctx, "ep", now, 1, time.Minute)); len(j) != 1 || j[0].Delivery.ID != early.Deliveries[0].ID {
+		t.Fatalf("a claim of one took %+v, want the earliest due", j)
+	}
+}
+
 // Retry: ErrConflict for a cancelled delivery, ErrNotFound for none.
 func testRetryRefusals(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
