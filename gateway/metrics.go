@@ -185,6 +185,15 @@ func (m *metrics) Attempt(endpoint string, v outbound.Verdict, latency time.Dura
 	}
 }
 
+// Expired counts a delivery failed unsent (max_elapsed passed while its
+// endpoint was paused): a failed delivery, but no attempt.
+func (m *metrics) Expired(endpoint string) {
+	if _, gone := m.gone.Load(endpoint); gone {
+		return
+	}
+	m.deliveredTotal.WithLabelValues(endpoint, "failed").Inc()
+}
+
 // Delivered counts a success and its ingest-to-delivery latency.
 func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
 	m.e2eLatency.Observe(sinceIngest.Seconds())

@@ -75,6 +75,9 @@ type Metrics interface {
 	Delivered(endpoint string, sinceIngest time.Duration)
 	// InFlight is called when an endpoint's in-flight attempts change by delta.
 	InFlight(endpoint string, delta int)
+	// Expired is called when a delivery fails unsent: its max_elapsed
+	// passed while its endpoint was paused.
+	Expired(endpoint string)
 }
 
 // Config configures a Dispatcher. Zero fields take the defaults above.
@@ -150,6 +153,7 @@ type noMetrics struct{}
 func (noMetrics) Attempt(string, Verdict, time.Duration) {}
 func (noMetrics) Delivered(string, time.Duration)        {}
 func (noMetrics) InFlight(string, int)                   {}
+func (noMetrics) Expired(string)                         {}
 
 // lifecycle is where a Dispatcher is between New and Stop.
 type lifecycle int

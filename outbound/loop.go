@@ -163,7 +163,7 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 		l.d.jobs.Add(1)
 		go func() {
 			defer l.d.jobs.Done()
-			l.d.releaseAll(jobs)
+			l.d.releaseAll(jobs, l.d.cfg.Now())
 			for range jobs {
 				l.finished()
 			}
@@ -254,23 +254,38 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 		}
 		return every
 	}
+	// Those it keeps go back due as they were, so the earliest due (the
+	// oldest, mostly) are the ones the next look takes again.
 	var keep []storage.Job
+	defer func() {
+		if len(keep) > 0 {
+			l.d.releaseAll(keep, time.Time{})
+		}
+	}()
+	if l.changedSince(ctx, ep) {
+		// Disabled, moved, resumed or given another policy while the claim
+		// was written (or stopping): the endpoint as it is now decides.
+		keep = jobs
+		return every
+	}
+	var wg sync.WaitGroup
 	for i := range jobs {
 		d := &jobs[i].Delivery
-		if d.Tenant != ep.Tenant {
-			l.d.cancelForeign(ep, &jobs[i]) // as attempt does
-			continue
-		}
-		if now.Sub(retryFrom(d, now)) <= p.MaxElapsed {
+		switch {
+		case d.Tenant != ep.Tenant:
+			wg.Add(1)
+			go func() { defer wg.Done(); l.d.cancelForeign(ep, &jobs[i]) }() // as attempt does
+		case now.Sub(retryFrom(d, now)) <= p.MaxElapsed:
 			keep = append(keep, jobs[i])
-			continue
+		default:
+			// Concurrent, so that the store commits them together.
+			reason := fmt.Sprintf("not sent: gave up while the endpoint was paused, %s after the first attempt was due (max_elapsed %s)",
+				now.Sub(retryFrom(d, now)).Round(time.Second), p.MaxElapsed)
+			wg.Add(1)
+			go func() { defer wg.Done(); l.d.expire(ep, &jobs[i], now, reason) }()
 		}
-		l.d.expire(ep, &jobs[i], now, fmt.Sprintf("not sent: gave up while the endpoint was paused, %s after the first attempt was due (max_elapsed %s)",
-			now.Sub(retryFrom(d, now)).Round(time.Second), p.MaxElapsed))
 	}
-	if len(keep) > 0 {
-		l.d.releaseAll(keep)
-	}
+	wg.Wait()
 	return every
 }
 
@@ -561,8 +576,9 @@ func (d *Dispatcher) release(job *storage.Job) {
 	}
 }
 
-// releaseAll returns claimed deliveries to pending, due now, unsent.
-func (d *Dispatcher) releaseAll(jobs []storage.Job) {
+// releaseAll returns claimed deliveries to pending, unsent, due at due
+// (zero: as each was before its claim).
+func (d *Dispatcher) releaseAll(jobs []storage.Job, due time.Time) {
 	ds := make([]storage.Delivery, len(jobs))
 	for i := range jobs {
 		ds[i] = jobs[i].Delivery
@@ -570,7 +586,7 @@ func (d *Dispatcher) releaseAll(jobs []storage.Job) {
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	for _, g := range storage.LeaseGroups(ds) {
-		if err := d.cfg.Store.Release(ctx, g.IDs, g.Lease, d.cfg.Now()); err != nil {
+		if err := d.cfg.Store.Release(ctx, g.IDs, g.Lease, due); err != nil {
 			d.log.Warn("release claims; they return when their lease expires", "deliveries", len(g.IDs), "err", err)
 		}
 	}
@@ -593,6 +609,7 @@ func (d *Dispatcher) expire(ep *storage.Endpoint, job *storage.Job, now time.Tim
 		}
 		return
 	}
+	d.cfg.Metrics.Expired(ep.ID)
 	d.log.Warn("delivery failed", "endpoint", ep.ID, "delivery", job.Delivery.ID, "error", reason)
 }
 

@@ -3,10 +3,13 @@ package outbound
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"hookgate/storage"
+	"hookgate/storage/badger"
 )
 
 // Deliveries held back by an open circuit fail once their max_elapsed
@@ -107,5 +110,289 @@ func TestPausedEndpointCancelsAForeignDelivery(t *testing.T) {
 	})
 	if n := rc.count(); n != 2 {
 		t.Fatalf("the paused endpoint got %d requests, want 2", n)
+	}
+}
+
+// claimHookStore is the real store with a hook run at the start of the
+// next Claim (once), to change the endpoint while a claim is written.
+type claimHookStore struct {
+	*badger.DB
+	hook atomic.Pointer[func()]
+}
+
+func (s *claimHookStore) Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]storage.Job, error) {
+	if f := s.hook.Swap(nil); f != nil {
+		(*f)()
+	}
+	return s.DB.Claim(ctx, endpoint, now, limit, lease)
+}
+
+// verdictMetrics counts Attempt calls per verdict.
+type verdictMetrics struct {
+	mu       sync.Mutex
+	verdicts map[Verdict]int
+}
+
+func (m *verdictMetrics) Attempt(_ string, v Verdict, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.verdicts == nil {
+		m.verdicts = map[Verdict]int{}
+	}
+	m.verdicts[v]++
+}
+func (m *verdictMetrics) Delivered(string, time.Duration) {}
+func (m *verdictMetrics) InFlight(string, int)            {}
+
+// Expired counts as a failure: the delivery failed, unsent.
+func (m *verdictMetrics) Expired(string) { m.Attempt("", VerdictFailed, 0) }
+func (m *verdictMetrics) count(v Verdict) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.verdicts[v]
+}
+
+// pausedDeadEndpoint sets up an endpoint whose circuit opened after two 500s (cool-down 10 h),
+// six deliveries due, and a clock moved by hand.
+func pausedDeadEndpoint(t *testing.T, store Store, db *badger.DB, cfg Config) (*Dispatcher, storage.Endpoint, []string, *fakeClock, time.Time) {
+	t.Helper()
+	rc := newReceiver(t, status(500, 1000))
+	ep := testEndpoint(t, db, "dead", rc.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
+	var ids []string
+	for range 6 {
+		ids = append(ids, accept(t, db, event{body: []byte(`{}`)}, ep)[0].ID)
+	}
+	start := time.Now()
+	clock := &fakeClock{t: start}
+	cfg.Now, cfg.CircuitFailures, cfg.CircuitCooldown = clock.Now, 2, 10*time.Hour
+	d := startDispatcher(t, store, cfg, ep)
+	waitFor(t, 10*time.Second, "two attempts, the circuit open", func() bool {
+		n := 0
+		for _, id := range ids {
+			n += delivery(t, db, id).AttemptCount
+		}
+		return n == 2
+	})
+	return d, ep, ids, clock, start
+}
+
+// passTwice makes the loop of id plan at least twice more: the pass that
+// started after the clock moved has finished.
+func passTwice(t *testing.T, d *Dispatcher, id string) {
+	t.Helper()
+	l := d.endpoints[id]
+	target := l.passes.Load() + 2
+	waitFor(t, 30*time.Second, "the loop planned twice", func() bool {
+		d.Notify(id)
+		return l.passes.Load() >= target
+	})
+}
+
+// An operator disables a dead endpoint while the expiry is writing its
+// claim: the endpoint as it is now decides, and a disabled endpoint's
+// deliveries stay pending until it is enabled again (README). The same
+// holds for a max_elapsed raised by a PATCH, a URL moved, or an operator's
+// retry landing mid-way.
+func TestPausedExpiryLeavesAnEndpointDisabledDuringItsClaim(t *testing.T) {
+	db, _ := openDB(t)
+	store := &claimHookStore{DB: db}
+	d, ep, ids, clock, start := pausedDeadEndpoint(t, store, db, Config{})
+
+	fired := make(chan struct{})
+	disable := func() {
+		off := ep
+		off.Disabled, off.DisabledReason = true, "operator"
+		off.UpdatedAt = ep.UpdatedAt.Add(time.Second)
+		d.UpsertEndpoint(off) // what reloadRegistry does after the store's write
+		close(fired)
+	}
+	store.hook.Store(&disable)
+	clock.set(start.Add(2 * time.Hour)) // past max_elapsed (1h)
+	passTwice(t, d, "dead")
+	select {
+	case <-fired:
+	default:
+		t.Fatal("the sweep did not claim")
+	}
+	passTwice(t, d, "dead") // the sweep's pass has finished
+	failed := 0
+	for _, id := range ids {
+		if delivery(t, db, id).State == storage.StateFailed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d deliveries of an endpoint disabled during the sweep were failed; want them pending until it is enabled again", failed, len(ids))
+	}
+}
+
+// Deliveries the expiry fails are counted as failed deliveries
+// (Metrics.Expired; hookgate_deliveries_total{result="failed"}): behind a
+// dead receiver, the case the expiry is for, an alert on failed
+// deliveries must see them.
+func TestPausedExpiryIsCounted(t *testing.T) {
+	db, _ := openDB(t)
+	m := &verdictMetrics{}
+	d, _, ids, clock, start := pausedDeadEndpoint(t, db, db, Config{Metrics: m})
+	clock.set(start.Add(2 * time.Hour))
+	passTwice(t, d, "dead")
+	for _, id := range ids {
+		waitFor(t, 10*time.Second, id+" failed", inState(t, db, id, storage.StateFailed))
+	}
+	// Counted once the store has the outcome.
+	waitFor(t, 10*time.Second, "every failure counted", func() bool { return m.count(VerdictFailed) >= len(ids) })
+	if got := m.count(VerdictFailed); got != len(ids) {
+		t.Errorf("failures reported to Metrics: %d, want %d (every delivery failed once)", got, len(ids))
+	}
+}
+
+// Each look of the expiry takes the MaxClaim (1024) earliest due
+// deliveries, and gives those it keeps back due as they were: the oldest
+// stay first in line. Given back due "now", behind the rest, a delivery of
+// a backlog of N was looked at once every N/1024 looks (a day's backlog at
+// 1 event/s failed ~14 hours late, past the retention sweep's margin).
+// Here max_elapsed is 10 min (a look every minute) and 10 old deliveries
+// expire at +1m30s, before 4,100 younger ones: failed by the look at +2m.
+func TestPausedExpiryOfALargeBacklogIsOnTime(t *testing.T) {
+	db, _ := openDB(t)
+	rc := newReceiver(t, status(500, 1000000))
+	policy := fastRetry
+	policy.MaxElapsed = 10 * time.Minute // every = 1 min
+	ep := testEndpoint(t, db, "held", rc.URL, func(ep *storage.Endpoint) { ep.Retry = policy })
+	start := time.Now()
+	clock := &fakeClock{t: start}
+	d := startDispatcher(t, db, Config{Now: clock.Now}, ep)
+	l := d.endpoints["held"]
+	l.mu.Lock()
+	l.hold = start.Add(100 * time.Hour) // a paused endpoint (as a Retry-After holds it)
+	l.mu.Unlock()
+	passTwice(t, d, "held") // a paused pass has swept the (empty) outbox at start
+
+	accept(t, db, event{body: []byte(`{}`)}) // no endpoint: an event to hang the deliveries on
+	evs, _, err := db.ListEvents(context.Background(), storage.EventFilter{Tenant: "acme", Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("event: %v %v", evs, err)
+	}
+	ev := evs[0].ID
+	mk := func(at time.Time) storage.Delivery {
+		return storage.Delivery{
+			ID: storage.NewID("dlv_", at), Event: ev, Tenant: "acme", Endpoint: "held",
+			IdempotencyKey: evs[0].IdempotencyKey, State: storage.StatePending,
+			CreatedAt: at, NextAttemptAt: at, RetryFrom: at, UpdatedAt: at,
+		}
+	}
+	var old []string
+	var batch []storage.Delivery
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		if err := db.Enqueue(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for range 10 {
+		dl := mk(start.Add(-8*time.Minute - 30*time.Second))
+		old = append(old, dl.ID)
+		batch = append(batch, dl)
+	}
+	for range 4100 {
+		batch = append(batch, mk(start.Add(-30*time.Second)))
+		if len(batch) == 500 {
+			flush()
+		}
+	}
+	flush()
+
+	oldPending := func() int {
+		n := 0
+		for _, id := range old {
+			if delivery(t, db, id).State == storage.StatePending {
+				n++
+			}
+		}
+		return n
+	}
+	// The old ones pass max_elapsed at +1m30s; the sweep at +2m is the
+	// first to see them expired, +3m leaves a period of slack.
+	for k := 1; k <= 3; k++ {
+		clock.set(start.Add(time.Duration(k) * time.Minute))
+		passTwice(t, d, "held")
+	}
+	if n := oldPending(); n > 0 {
+		t.Errorf("at +3m, %d of %d deliveries past max_elapsed since +1m30s are still pending (want failed by the sweep at +2m, at most one sweep period late)", n, len(old))
+	}
+	if rc.count() != 0 {
+		t.Errorf("the held endpoint got %d requests", rc.count())
+	}
+}
+
+// slowCompleteStore is the real store whose Complete takes as long as a
+// write does on a disk with a 3 ms fsync (every write is its own group
+// commit when they come one after another); started is closed at the
+// first Complete.
+type slowCompleteStore struct {
+	*badger.DB
+	once    sync.Once
+	started chan struct{}
+}
+
+func (s *slowCompleteStore) Complete(ctx context.Context, out *storage.Outcome) error {
+	s.once.Do(func() { close(s.started) })
+	t := time.NewTimer(3 * time.Millisecond) // simulated disk latency, not synchronisation
+	<-t.C
+	return s.DB.Complete(ctx, out)
+}
+
+// Stop (and so the gateway's shutdown, whose grace period bounds it) waits
+// for every endpoint loop. The expiry writes its outcomes concurrently (the
+// store commits them together) and gives its claim back once stopping:
+// one after another, 1,024 outcomes on a disk with a 3 ms fsync held a
+// shutdown 3 s past its grace period.
+func TestStopDuringAPausedExpiryReturnsPromptly(t *testing.T) {
+	db, _ := openDB(t)
+	store := &slowCompleteStore{DB: db, started: make(chan struct{})}
+	rc := newReceiver(t, status(500, 1000000))
+	policy := fastRetry
+	policy.MaxElapsed = 10 * time.Minute
+	ep := testEndpoint(t, db, "held", rc.URL, func(ep *storage.Endpoint) { ep.Retry = policy })
+	start := time.Now()
+	clock := &fakeClock{t: start}
+	d := startDispatcher(t, store, Config{Now: clock.Now}, ep)
+	l := d.endpoints["held"]
+	l.mu.Lock()
+	l.hold = start.Add(100 * time.Hour)
+	l.mu.Unlock()
+	passTwice(t, d, "held")
+
+	accept(t, db, event{body: []byte(`{}`)})
+	evs, _, err := db.ListEvents(context.Background(), storage.EventFilter{Tenant: "acme", Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("event: %v %v", evs, err)
+	}
+	var batch []storage.Delivery
+	for range storage.MaxClaim {
+		at := start.Add(-time.Hour) // past max_elapsed
+		batch = append(batch, storage.Delivery{ID: storage.NewID("dlv_", at), Event: evs[0].ID, Tenant: "acme", Endpoint: "held",
+			State: storage.StatePending, CreatedAt: at, NextAttemptAt: at, RetryFrom: at, UpdatedAt: at})
+		if len(batch) == 256 {
+			if err := db.Enqueue(context.Background(), batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	clock.set(start.Add(2 * time.Minute))
+	d.Notify("held")
+	select {
+	case <-store.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no sweep")
+	}
+	t0 := time.Now()
+	d.Stop(0)
+	if took := time.Since(t0); took > time.Second {
+		t.Errorf("Stop(0) during a sweep took %s; want it to return promptly (the loop stops at its context, as a claim does)", took.Round(time.Millisecond))
 	}
 }
