@@ -186,12 +186,22 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 // ID or a stored header would be read from it (RFC 9110 section 6.5.1:
 // never merge trailers into the header), unseen by a proxy in front that
 // checked the header section. Connection is left out: fasthttp reports
-// its own view of it.
+// its own view of it. The fields fasthttp keeps apart, once and only when
+// not empty (heldOnce), count as sent at most once: an empty or a repeated
+// User-Agent left room for a User-Agent trailer.
 func hasTrailerFields(h *fasthttp.RequestHeader, raw []byte) bool {
 	sent := make(map[string]int)
 	for line := range bytes.Lines(raw) {
-		if name, _, ok := bytes.Cut(line, []byte(":")); ok {
-			sent[strings.ToLower(string(name))]++
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		n := strings.ToLower(string(name))
+		switch {
+		case !heldOnce[n]:
+			sent[n]++
+		case len(bytes.TrimSpace(value)) > 0:
+			sent[n] = 1
 		}
 	}
 	extra := false
@@ -205,6 +215,10 @@ func hasTrailerFields(h *fasthttp.RequestHeader, raw []byte) bool {
 	})
 	return extra
 }
+
+// heldOnce are the request fields fasthttp's header keeps in a field of
+// their own, which VisitAll reports once, and only when not empty.
+var heldOnce = map[string]bool{"user-agent": true, "cookie": true, "content-type": true, "host": true}
 
 // framing is what a raw header block says of its body's framing: how many
 // Content-Length, Content-Type and Host lines it has, the codings of its

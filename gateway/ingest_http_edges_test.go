@@ -369,3 +369,58 @@ func TestIngestSlowClientsDoNotBlockOthers(t *testing.T) {
 		t.Fatalf("with stalled clients: %d", resp.StatusCode)
 	}
 }
+
+// The trailer check counts, per name, the raw header lines and the fields
+// fasthttp parsed. fasthttp holds User-Agent (like Cookie) once, and not
+// when empty: an empty or a repeated User-Agent once left room for a
+// User-Agent trailer, accepted and stored as the event's User-Agent.
+func TestIngestTrailerFieldBehindAnEmptyHeader(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := `{"id":"ua-trailer","type":"t"}`
+	a := rawExchange(t, g.PublicAddr(), rawPost("User-Agent:\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n",
+		fmt.Sprintf("%x\r\n%s\r\n0\r\nUser-Agent: from-the-trailer\r\n\r\n", len(body), body)))
+	if a.status != 400 {
+		evs := eventsIn(t, g.Store())
+		ua := ""
+		if len(evs) == 1 {
+			ua = evs[0].Headers["User-Agent"]
+		}
+		t.Errorf("a User-Agent trailer after an empty User-Agent header: %d, stored User-Agent %q; want 400 and nothing stored", a.status, ua)
+	}
+}
+
+// The same with User-Agent sent twice in the header section.
+func TestIngestTrailerFieldBehindADuplicateHeader(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	body := `{"id":"ua-trailer-2","type":"t"}`
+	a := rawExchange(t, g.PublicAddr(), rawPost("User-Agent: a\r\nUser-Agent: b\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n",
+		fmt.Sprintf("%x\r\n%s\r\n0\r\nUser-Agent: from-the-trailer\r\n\r\n", len(body), body)))
+	if a.status != 400 {
+		t.Errorf("a User-Agent trailer after a User-Agent sent twice: %d %s; want 400", a.status, a.body)
+	}
+}
+
+// Chunked requests without trailer fields are accepted, whatever their
+// headers: the trailer check must not mistake fasthttp's own bookkeeping
+// of a field for a trailer.
+func TestIngestChunkedWithoutTrailersIsAccepted(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	for i, hdr := range []string{
+		"User-Agent:\r\n",
+		"User-Agent: a\r\nUser-Agent: b\r\n",
+		"Cookie: a=1\r\nCookie: b=2\r\n",
+		"Cookie:\r\n",
+		"Cookie: a=1; b=2\r\n",
+		"Trailer: X-Later\r\n",
+		"x-odd-CASE: 1\r\nX-Odd-Case: 2\r\n",
+		"X-Empty:\r\n",
+		"Connection: keep-alive\r\n",
+	} {
+		body := fmt.Sprintf(`{"id":"plain-%d","type":"t"}`, i)
+		a := rawExchange(t, g.PublicAddr(), rawPost(hdr+"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n",
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)))
+		if a.status != 202 {
+			t.Errorf("chunked, no trailers, with %q: %d %s, want 202", hdr, a.status, a.body)
+		}
+	}
+}
