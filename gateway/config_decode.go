@@ -150,6 +150,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string, line int) {
 		return
 	}
 	if isNull(n) {
+		if tokenTenant(key) {
+			// The default is the operator: a tenant left blank (what a
+			// template renders for a missing value) must not grant it.
+			d.errorf(line, key, `is empty: write tenant: "" for an operator token (all tenants), or name the tenant`)
+		}
 		return
 	}
 	d.set[key] = true
@@ -170,6 +175,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string, line int) {
 	default:
 		d.scalar(n, v, key, line)
 	}
+}
+
+// tokenTenant reports whether key is an admin token's tenant.
+func tokenTenant(key string) bool {
+	return strings.HasPrefix(key, "admin.tokens[") && strings.HasSuffix(key, "].tenant") && strings.Count(key, ".") == 2
 }
 
 // newDefaulted returns a pointer to a new t with its defaults applied.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -109,8 +110,8 @@ func (d *decoder) validate(c *Config) {
 		d.fail("server.max_body", "must be at most %v (the largest event the store keeps)", Size(storage.MaxEventBody))
 	}
 	d.listen("admin.listen", c.Admin.Listen)
-	if c.Admin.Listen != "" && c.Admin.Listen == c.Server.Listen && !strings.HasSuffix(c.Admin.Listen, ":0") {
-		d.fail("admin.listen", "must differ from server.listen: the admin API needs its own listener")
+	if listenersClash(c.Admin.Listen, c.Server.Listen) {
+		d.fail("admin.listen", "must differ from server.listen: the admin API needs its own listener, and these two cannot both bind (one port, overlapping hosts)")
 	}
 	d.tokens(c.Admin.Tokens)
 	d.trialToken(c.Admin)
@@ -149,15 +150,90 @@ func (d *decoder) listen(key, addr string) {
 		d.required(key, "listen address")
 		return
 	}
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		d.fail(key, "must be host:port, e.g. \":8080\" or \"127.0.0.1:8081\"")
 		return
+	}
+	if !validListenHost(host) {
+		d.fail(key, "host must be empty (every address), an IP address or a host name")
 	}
 	// What net.Listen takes: a number or a name from /etc/services (":http").
 	if _, err := net.LookupPort("tcp", port); port == "" || err != nil {
 		d.fail(key, "port must be between 0 and 65535 or a service name")
 	}
+}
+
+// validListenHost reports whether host can name a listen address: empty
+// (every address), an IP address (with a zone), or a host name of labels
+// of letters, digits, '-' and '_' (compose service names have them), none
+// empty or longer than 63, none beginning or ending with '-'. Whether a
+// name resolves is the environment's, checked at start.
+func validListenHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	name := strings.TrimSuffix(host, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// listenersClash reports whether listeners on a and b can never both
+// bind: one port (not 0, which picks a free one), and hosts that overlap.
+// An empty host or "::" is every address of both families (Go listens
+// dual-stack there), "0.0.0.0" every IPv4 address; localhost is taken as
+// 127.0.0.1, which Go listens on for it.
+func listenersClash(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	portA, errA := net.LookupPort("tcp", pa)
+	portB, errB := net.LookupPort("tcp", pb)
+	if errA != nil || errB != nil || portA != portB || portA == 0 {
+		return false
+	}
+	addr := func(h string) (netip.Addr, bool) {
+		if strings.EqualFold(h, "localhost") {
+			h = "127.0.0.1"
+		}
+		ip, err := netip.ParseAddr(h)
+		return ip.Unmap(), err == nil
+	}
+	ipA, okA := addr(ha)
+	ipB, okB := addr(hb)
+	anyOf := func(h string, ip netip.Addr, ok bool, other netip.Addr, otherOK bool) bool {
+		switch {
+		case h == "" || ok && ip == netip.IPv6Unspecified():
+			return true
+		case ok && ip == netip.IPv4Unspecified():
+			return !otherOK || other.Is4()
+		}
+		return false
+	}
+	if anyOf(ha, ipA, okA, ipB, okB) || anyOf(hb, ipB, okB, ipA, okA) {
+		return true
+	}
+	if okA && okB {
+		return ipA == ipB
+	}
+	return strings.EqualFold(ha, hb)
 }
 
 func (d *decoder) tokens(tokens []TokenConfig) {
