@@ -104,3 +104,22 @@ func TestConfigBlankTokenTenantIsNotTheOperator(t *testing.T) {
 		t.Errorf(`tenant: "": %v; want the operator`, err)
 	}
 }
+
+// A config path that names something huge or endless (/dev/zero, a log
+// file) is refused after 16 MiB instead of reading on until memory runs
+// out.
+func TestConfigFileIsBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("# padding\n"), (maxConfigFile/10)+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig(path)
+	if err == nil || !strings.Contains(err.Error(), "larger than 16MiB") {
+		t.Fatalf("a %d-byte config: %v, want refused as larger than 16MiB", maxConfigFile+10, err)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if _, err := LoadConfig("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than") {
+			t.Fatalf("/dev/zero: %v, want refused as too large", err)
+		}
+	}
+}
