@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,6 @@ func TestConfigListenersThatCannotBothBindAreRefused(t *testing.T) {
 	for _, c := range []struct{ server, admin string }{
 		{":8080", "127.0.0.1:8081"},
 		{"127.0.0.1:9000", "127.0.0.2:9000"},
-		{"0.0.0.0:9000", "[::1]:9000"},
 		{":0", ":0"},
 		{"my_service.internal:8080", "[fe80::1%eth0]:8081"},
 	} {
@@ -121,5 +121,33 @@ func TestConfigFileIsBounded(t *testing.T) {
 		if _, err := LoadConfig("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than") {
 			t.Fatalf("/dev/zero: %v, want refused as too large", err)
 		}
+	}
+}
+
+// Go's net.Listen("tcp", "0.0.0.0:P") listens dual-stack ([::]:P, as
+// gateway.go does for both listeners): it holds [::1]:P too, so
+// "0.0.0.0:P" and "[::1]:P" are refused like any other pair that cannot
+// both bind (checked against this host's own behaviour first).
+func TestConfigIPv4WildcardClashesWithIPv6LoopbackOnOnePort(t *testing.T) {
+	first, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer first.Close()
+	_, port, _ := net.SplitHostPort(first.Addr().String())
+	second, err := net.Listen("tcp", "[::1]:"+port)
+	if second != nil {
+		second.Close()
+	}
+	if err == nil {
+		t.Skip("this host listens IPv4-only on 0.0.0.0: both bind here")
+	}
+	// This machine cannot bind both; check-config must say so.
+	y := fmt.Sprintf("server: {listen: %q}\nadmin:\n  listen: %q\n  tokens: [{token: admin-token-0123456789}]\nsources: [{id: s, verify: {scheme: none}}]\n",
+		"0.0.0.0:"+port, "[::1]:"+port)
+	code, stderr := checkConfigOf(t, y)
+	if code != 1 || !strings.Contains(stderr, "admin.listen") {
+		t.Errorf("server.listen 0.0.0.0:%s, admin.listen [::1]:%s: check-config exit %d, stderr %q; "+
+			"want exit 1 at admin.listen (net.Listen of the second fails: %v)", port, port, code, stderr, err)
 	}
 }

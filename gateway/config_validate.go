@@ -195,9 +195,9 @@ func validListenHost(host string) bool {
 
 // listenersClash reports whether listeners on a and b can never both
 // bind: one port (not 0, which picks a free one), and hosts that overlap.
-// An empty host or "::" is every address of both families (Go listens
-// dual-stack there), "0.0.0.0" every IPv4 address; localhost is taken as
-// 127.0.0.1, which Go listens on for it.
+// An empty host, "::" and "0.0.0.0" are every address of both families
+// (Go listens dual-stack on each); localhost is taken as 127.0.0.1, which
+// Go listens on for it.
 func listenersClash(a, b string) bool {
 	ha, pa, errA := net.SplitHostPort(a)
 	hb, pb, errB := net.SplitHostPort(b)
@@ -218,16 +218,10 @@ func listenersClash(a, b string) bool {
 	}
 	ipA, okA := addr(ha)
 	ipB, okB := addr(hb)
-	anyOf := func(h string, ip netip.Addr, ok bool, other netip.Addr, otherOK bool) bool {
-		switch {
-		case h == "" || ok && ip == netip.IPv6Unspecified():
-			return true
-		case ok && ip == netip.IPv4Unspecified():
-			return !otherOK || other.Is4()
-		}
-		return false
+	every := func(h string, ip netip.Addr, ok bool) bool {
+		return h == "" || ok && ip.IsUnspecified()
 	}
-	if anyOf(ha, ipA, okA, ipB, okB) || anyOf(hb, ipB, okB, ipA, okA) {
+	if every(ha, ipA, okA) || every(hb, ipB, okB) {
 		return true
 	}
 	if okA && okB {

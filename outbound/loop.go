@@ -247,6 +247,9 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 	if err != nil || !ok || due.After(now) {
 		return every
 	}
+	l.mu.Lock()
+	resumes := l.probe // moved on by every resume (and probe)
+	l.mu.Unlock()
 	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, storage.MaxClaim, l.d.leaseFor(ep))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -262,9 +265,13 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 			l.d.releaseAll(keep, time.Time{})
 		}
 	}()
-	if l.changedSince(ctx, ep) {
-		// Disabled, moved, resumed or given another policy while the claim
-		// was written (or stopping): the endpoint as it is now decides.
+	l.mu.Lock()
+	resumed := l.probe != resumes
+	l.mu.Unlock()
+	if resumed || l.changedSince(ctx, ep) {
+		// Resumed (an operator's retry), disabled, moved or given another
+		// policy while the claim was written (or stopping): the endpoint
+		// as it is now decides.
 		keep = jobs
 		return every
 	}

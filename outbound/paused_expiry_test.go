@@ -396,3 +396,63 @@ func TestStopDuringAPausedExpiryReturnsPromptly(t *testing.T) {
 		t.Errorf("Stop(0) during a sweep took %s; want it to return promptly (the loop stops at its context, as a claim does)", took.Round(time.Millisecond))
 	}
 }
+
+// An operator's POST /deliveries/{id}/retry (store Retry, then RetryNow)
+// says the receiver is back: RetryNow closes the circuit, and the
+// endpoint's other due deliveries go out with it, also when it lands while
+// the paused expiry is writing its claim (the endpoint's settings did not
+// change, so only the resume tells): none of them fails unsent.
+func TestPausedExpiryYieldsToAResumeDuringItsClaim(t *testing.T) {
+	db, _ := openDB(t)
+	store := &claimHookStore{DB: db}
+	rc := newReceiver(t, status(500, 2)) // two 500s open the circuit; back (200) after
+	ep := testEndpoint(t, db, "dead", rc.URL, func(ep *storage.Endpoint) { ep.MaxInFlight = 1 })
+	var ids []string
+	for range 6 {
+		ids = append(ids, accept(t, db, event{body: []byte(`{}`)}, ep)[0].ID)
+	}
+	start := time.Now()
+	clock := &fakeClock{t: start}
+	d := startDispatcher(t, store, Config{Now: clock.Now, CircuitFailures: 2, CircuitCooldown: 10 * time.Hour}, ep)
+	waitFor(t, 10*time.Second, "two attempts, the circuit open", func() bool {
+		return rc.count() == 2 && circuitOf(d, "dead") == circuitOpen
+	})
+	passTwice(t, d, "dead") // the sweep at start (nothing expired) is over
+
+	fired := make(chan struct{})
+	operatorRetry := func() {
+		// POST /deliveries/{ids[0]}/retry, as admin_deliveries.go does it.
+		if _, err := db.Retry(context.Background(), ids[0], clock.Now()); err != nil {
+			t.Error(err)
+		}
+		d.RetryNow("dead")
+		close(fired)
+	}
+	store.hook.Store(&operatorRetry)
+	clock.set(start.Add(2 * time.Hour)) // past max_elapsed (1h)
+	passTwice(t, d, "dead")
+	select {
+	case <-fired:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sweep did not claim")
+	}
+	waitFor(t, 20*time.Second, "every delivery settled", func() bool {
+		d.Notify("dead")
+		for _, id := range ids {
+			if !delivery(t, db, id).State.Terminal() {
+				return false
+			}
+		}
+		return true
+	})
+	failed := 0
+	for _, id := range ids {
+		if delivery(t, db, id).State == storage.StateFailed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d deliveries failed unsent after the operator resumed the endpoint mid-sweep (receiver answering 200, got %d requests); "+
+			"want them sent and delivered, as RetryNow promises", failed, len(ids), rc.count())
+	}
+}
