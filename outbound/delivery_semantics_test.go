@@ -68,7 +68,11 @@ func TestRetriesFollowThePolicyOnTheDispatchersClock(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("down"))
 	})
-	start := time.Now().UTC().Add(time.Second).Truncate(time.Second) // after the delivery is due
+	// After the delivery is due: it is made below, after the endpoint's
+	// store write, so at least a second ahead (with only +1s truncated, a
+	// start near the end of a second came before the delivery's due time
+	// on a loaded machine, and attempt 1 never became due).
+	start := time.Now().UTC().Add(2 * time.Second).Truncate(time.Second)
 	clock := &fakeClock{t: start}
 	current, old := NewSecret(), NewSecret()
 	ep := testEndpoint(t, db, "sched", rc.URL, func(ep *storage.Endpoint) {
