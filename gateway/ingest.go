@@ -149,7 +149,8 @@ func (g *Gateway) countRefused(c *fiber.Ctx, outcome string) {
 // stored and delivered with a type a proxy in front did not see.
 func checkFraming(counted prometheus.Counter) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		f := readFraming(c.Request().Header.RawHeaders())
+		raw := c.Request().Header.RawHeaders()
+		f := readFraming(raw)
 		status, detail := 0, ""
 		switch n := len(f.codings); {
 		case f.malformed:
@@ -165,7 +166,7 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 			status, detail = fiber.StatusBadRequest, "chunked must be the last transfer coding"
 		case n > 1:
 			status, detail = fiber.StatusNotImplemented, "no transfer coding but chunked is supported"
-		case c.Request().Header.ContentLength() == -1 && hasTrailerFields(&c.Request().Header, c.Request().Header.RawHeaders()):
+		case c.Request().Header.ContentLength() == -1 && hasTrailerFields(&c.Request().Header, raw):
 			status, detail = fiber.StatusBadRequest, "trailer fields after a chunked body are not accepted"
 		}
 		if status != 0 {

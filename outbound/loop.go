@@ -229,11 +229,10 @@ func (l *endpointLoop) plan(now time.Time) plan {
 // receiver a backlog stayed pending long past its window, never failed
 // nor replayable as failed, and was purged so with its events once the
 // retention window passed. It looks every tenth of max_elapsed, at most
-// maxExpiryLag and at least Poll apart (a delivery fails at most that
-// late), and takes
-// the MaxClaim earliest due deliveries each time: the others are given
-// back, due now, unsent. A disabled endpoint is not paused: an operator's
-// disable keeps its deliveries pending until it is enabled again.
+// maxExpiryLag and at least Poll apart, at the MaxClaim earliest due
+// deliveries; those still inside their window go back unsent, due as they
+// were. A disabled endpoint is not paused: an operator's disable keeps its
+// deliveries pending until it is enabled again.
 //
 // It returns when to look next.
 func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, now time.Time) (next time.Duration) {
@@ -278,16 +277,17 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 	var wg sync.WaitGroup
 	for i := range jobs {
 		d := &jobs[i].Delivery
+		elapsed := now.Sub(retryFrom(d, now))
 		switch {
 		case d.Tenant != ep.Tenant:
 			wg.Add(1)
 			go func() { defer wg.Done(); l.d.cancelForeign(ep, &jobs[i]) }() // as attempt does
-		case now.Sub(retryFrom(d, now)) <= p.MaxElapsed:
+		case elapsed <= p.MaxElapsed:
 			keep = append(keep, jobs[i])
 		default:
 			// Concurrent, so that the store commits them together.
 			reason := fmt.Sprintf("not sent: gave up while the endpoint was paused, %s after the first attempt was due (max_elapsed %s)",
-				now.Sub(retryFrom(d, now)).Round(time.Second), p.MaxElapsed)
+				elapsed.Round(time.Second), p.MaxElapsed)
 			wg.Add(1)
 			go func() { defer wg.Done(); l.d.expire(ep, &jobs[i], now, reason) }()
 		}
