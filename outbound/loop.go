@@ -41,6 +41,9 @@ type endpointLoop struct {
 	// claimed and each reset, so that an attempt's outcome frees the probe
 	// slot only if it was that probe (not one of an endpoint since moved).
 	probe uint64
+	// resumes counts resume calls, so that a sweep can tell whether an
+	// operator resumed the endpoint while its claim was written.
+	resumes uint64
 	// hold is when the endpoint may be sent to again after a 429 or 503
 	// with Retry-After: the receiver asked for nothing at all until then
 	// (RFC 6585 §4), not only the retry of that one delivery.
@@ -247,7 +250,7 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 		return every
 	}
 	l.mu.Lock()
-	resumes := l.probe // moved on by every resume (and probe)
+	resumes := l.resumes
 	l.mu.Unlock()
 	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, storage.MaxClaim, l.d.leaseFor(ep))
 	if err != nil {
@@ -265,7 +268,7 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 		}
 	}()
 	l.mu.Lock()
-	resumed := l.probe != resumes
+	resumed := l.resumes != resumes
 	l.mu.Unlock()
 	if resumed || l.changedSince(ctx, ep) {
 		// Resumed (an operator's retry), disabled, moved or given another
@@ -460,6 +463,7 @@ func (l *endpointLoop) held(now time.Time) bool { return now.Before(l.hold) }
 func (l *endpointLoop) resume() {
 	l.circuit.reset()
 	l.probe++
+	l.resumes++
 	l.hold = time.Time{}
 }
 
