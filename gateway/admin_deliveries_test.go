@@ -10,8 +10,8 @@ import (
 )
 
 func TestAdminDeliveries(t *testing.T) {
-	rcv := newSwitchReceiver(t)
-	rcv.setFail("bad", true)
+	rcv := newReceiver(t)
+	rcv.failAt("bad", true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - {id: good, tenant: acme, url: %q}
   - {id: bad, tenant: acme, url: %q, retry: {max_attempts: 2}}
@@ -86,7 +86,7 @@ func TestAdminDeliveries(t *testing.T) {
 	}
 
 	// Retry: due now with a fresh budget, delivered once the receiver heals.
-	rcv.setFail("bad", false)
+	rcv.failAt("bad", false)
 	re := must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
 	if re.ID != dl.ID || (re.State != "pending" && re.State != "delivering") || re.NextAttemptAt == "" {
 		t.Fatalf("retried %+v", re)
@@ -99,7 +99,7 @@ func TestAdminDeliveries(t *testing.T) {
 	}
 	// A succeeded delivery may be sent again too.
 	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
-	waitFor(t, 10*time.Second, "the second retry", func() bool { return rcv.count("bad") == 6 })
+	waitFor(t, 10*time.Second, "the second retry", func() bool { return rcv.countAt("bad") == 6 })
 
 	wantProblem(t, "unknown delivery", 404, "")(g.api("GET", "/deliveries/dlv_nope", acmeToken, nil))
 	wantProblem(t, "retry unknown", 404, "")(g.api("POST", "/deliveries/dlv_nope/retry", acmeToken, nil))

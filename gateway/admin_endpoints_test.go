@@ -119,8 +119,8 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 }
 
 func TestAdminEndpointDeleteCancelsPending(t *testing.T) {
-	rcv := newSwitchReceiver(t)
-	rcv.setFail("slow", true)
+	rcv := newReceiver(t)
+	rcv.failAt("slow", true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - {id: later, tenant: acme, url: %q, retry: {initial_interval: 1h, max_interval: 1h, max_elapsed: 2h}}
 `, rcv.url("slow"))})

@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -102,48 +99,4 @@ type jsonMap = map[string]any
 type apiList[T any] struct {
 	Data       []T    `json:"data"`
 	NextCursor string `json:"next_cursor"`
-}
-
-// switchReceiver is a subscriber whose answer the test switches: 200, or
-// 500 with a body, per path.
-type switchReceiver struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	fail map[string]bool
-	hits map[string]int
-	reqs atomic.Int64
-}
-
-func newSwitchReceiver(t *testing.T) *switchReceiver {
-	r := &switchReceiver{fail: map[string]bool{}, hits: map[string]int{}}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.hits[req.URL.Path]++
-		fail := r.fail[req.URL.Path]
-		r.mu.Unlock()
-		r.reqs.Add(1)
-		if fail {
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = io.WriteString(w, "receiver says no")
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *switchReceiver) url(path string) string { return r.srv.URL + "/" + path }
-
-func (r *switchReceiver) setFail(path string, fail bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fail["/"+path] = fail
-}
-
-func (r *switchReceiver) count(path string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.hits["/"+path]
 }

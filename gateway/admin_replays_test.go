@@ -19,8 +19,8 @@ func waitReplay(t *testing.T, g *gw, token, id string) replayView {
 }
 
 func TestAdminBulkReplay(t *testing.T) {
-	rcv := newSwitchReceiver(t)
-	rcv.setFail("flaky", true)
+	rcv := newReceiver(t)
+	rcv.failAt("flaky", true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - {id: all, tenant: acme, url: %q}
   - {id: flaky, tenant: acme, url: %q, event_types: ["a"], retry: {max_attempts: 1}}
@@ -31,7 +31,7 @@ func TestAdminBulkReplay(t *testing.T) {
 		t.Fatalf("ingest to other: %d %s", st, b)
 	}
 	waitFor(t, 10*time.Second, "the first deliveries", func() bool {
-		return rcv.count("all") == 4 && rcv.count("globex") == 1 &&
+		return rcv.countAt("all") == 4 && rcv.countAt("globex") == 1 &&
 			len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 2
 	})
 
@@ -47,15 +47,15 @@ func TestAdminBulkReplay(t *testing.T) {
 		t.Fatalf("replay of open: %+v", job)
 	}
 	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool {
-		return rcv.count("all") == 8 && rcv.reqs.Load() == 4+1+2+6 &&
+		return rcv.countAt("all") == 8 && rcv.count() == 4+1+2+6 &&
 			len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 4
 	})
-	if rcv.count("globex") != 1 {
+	if rcv.countAt("globex") != 1 {
 		t.Fatal("a replay of acme's source reached globex")
 	}
 
 	// Only what failed at one endpoint, once it works again.
-	rcv.setFail("flaky", false)
+	rcv.failAt("flaky", false)
 	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "flaky", "status": "failed"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	// The first replay's deliveries to flaky failed too: each event's latest
@@ -74,13 +74,13 @@ func TestAdminBulkReplay(t *testing.T) {
 
 	// A time window: only the events received in it.
 	first := must[eventView](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
-	before := rcv.count("all")
+	before := rcv.countAt("all")
 	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "all", "until": first.ReceivedAt}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.Matched < 1 || job.Matched != job.Enqueued || job.Until != first.ReceivedAt {
 		t.Fatalf("windowed replay %+v", job)
 	}
-	waitFor(t, 10*time.Second, "the windowed replay", func() bool { return rcv.count("all") == before+job.Enqueued })
+	waitFor(t, 10*time.Second, "the windowed replay", func() bool { return rcv.countAt("all") == before+job.Enqueued })
 
 	// An operator's replay of every tenant.
 	job = must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"since": "2000-01-01T00:00:00Z"}))

@@ -20,53 +20,6 @@ import (
 // with subVerify, written from the Standard Webhooks specification, not
 // from the gateway's code.
 
-// dpReceiver records every request; answer (per path) decides the
-// response, default 200.
-type dpReceiver struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	reqs   []subReq
-	answer map[string]func(w http.ResponseWriter, r *http.Request)
-}
-
-func newDPReceiver(t *testing.T) *dpReceiver {
-	p := &dpReceiver{answer: map[string]func(http.ResponseWriter, *http.Request){}}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		p.mu.Lock()
-		p.reqs = append(p.reqs, subReq{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: b})
-		f := p.answer[r.URL.Path]
-		p.mu.Unlock()
-		if f != nil {
-			f(w, r)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *dpReceiver) url(path string) string { return p.srv.URL + "/" + path }
-
-func (p *dpReceiver) on(path string, f func(w http.ResponseWriter, r *http.Request)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.answer["/"+path] = f
-}
-
-func (p *dpReceiver) at(path string) []subReq {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []subReq
-	for _, q := range p.reqs {
-		if q.path == "/"+path {
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
 // dpDelivery is GET /deliveries/{id} decoded.
 type dpDelivery struct {
 	ID           string        `json:"id"`
@@ -128,7 +81,7 @@ func dpDeliveries(t *testing.T, g *gw, ev string) map[string]deliveryView {
 // Idempotency-Key == webhook-id at each, signed with that endpoint's
 // secret only; a replay to one named endpoint carries that key again.
 func TestDeliverySameKeyForEveryEndpointEachWithItsOwnSecret(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - {id: pa, tenant: acme, url: %q, secret: %q}
   - {id: pb, tenant: acme, url: %q, secret: %q}
@@ -173,7 +126,7 @@ func TestDeliverySameKeyForEveryEndpointEachWithItsOwnSecret(t *testing.T) {
 // attempt recorded with its status and body, retried until max_attempts,
 // then the delivery is failed.
 func TestDeliveryRedirectsAreFailedAttemptsNotFollowed(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	codes := []int{301, 302, 303, 307, 308}
 	var eps strings.Builder
 	eps.WriteString("endpoints:\n")
@@ -216,7 +169,7 @@ func TestDeliveryRedirectsAreFailedAttemptsNotFollowed(t *testing.T) {
 // (one attempt, status 410), disables the endpoint with a reason, and no
 // later event is delivered to it while another endpoint goes on.
 func TestDeliveryGoneDisablesAndFails(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	rcv.on("gone", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusGone)
 		_, _ = io.WriteString(w, "no such hook")
@@ -313,7 +266,7 @@ func TestDeliveryNoAnswerIsStatusZero(t *testing.T) {
 // TestDeliveryResponseExcerptAndLatency: an attempt records the first
 // KiB of the response, as it was, and the time the answer took.
 func TestDeliveryResponseExcerptAndLatency(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	long := strings.Repeat("0123456789abcdef", 256) // 4 KiB of ASCII
 	rcv.on("long", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
@@ -354,7 +307,7 @@ func TestDeliveryResponseExcerptAndLatency(t *testing.T) {
 // taking "/" too), plain types, classes, sources filters, tenants and
 // disabled endpoints decide who gets an event, and nobody else does.
 func TestDeliveryFiltersSelectTheEndpoints(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	eps := []struct{ id, filter string }{
 		{"all", ""},
 		{"inv", `event_types: ["invoice.*"]`},
@@ -437,7 +390,7 @@ func TestDeliveryFiltersSelectTheEndpoints(t *testing.T) {
 // minutes after failed probes), as it did before RetryNow closed the
 // circuit.
 func TestDeliveryManualRetryIsSentNowWhileCircuitOpen(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	var mu sync.Mutex
 	failing := true
 	rcv.on("flaky", func(w http.ResponseWriter, r *http.Request) {
@@ -477,7 +430,7 @@ func TestDeliveryManualRetryIsSentNowWhileCircuitOpen(t *testing.T) {
 // at byte 1024, in the middle of a character: it covered only about 600
 // bytes of the answer and ended in broken UTF-8.
 func TestDeliveryResponseExcerptOfANonUTF8Answer(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	answer := strings.Repeat("ab\xfc", 700) // 2100 bytes, every third one not UTF-8
 	rcv.on("latin1", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=iso-8859-1")
@@ -507,7 +460,7 @@ func TestDeliveryResponseExcerptOfANonUTF8Answer(t *testing.T) {
 // Content-Type (or an empty body) gets its event delivered without one
 // made up, the body as sent, signed.
 func TestDeliveryWithoutContentType(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - {id: noct, tenant: acme, url: %q, secret: %q, sources: [open], headers: {X-Static: "s v"}}
 `, rcv.url("noct"), subSecretA)})
@@ -538,7 +491,7 @@ func TestDeliveryWithoutContentType(t *testing.T) {
 // again, and a manual retry of the failed delivery gets a fresh
 // max_attempts budget, numbering on.
 func TestDeliveryDisableMidRetryAndFreshBudget(t *testing.T) {
-	rcv := newDPReceiver(t)
+	rcv := newReceiver(t)
 	held := make(chan struct{})
 	var once sync.Once
 	rcv.on("flap", func(w http.ResponseWriter, r *http.Request) {

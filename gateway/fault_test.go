@@ -386,23 +386,23 @@ func TestFaultStoreAmbiguousAcceptDeliversPromptly(t *testing.T) {
 // stays under the attempt's lease, and an operator's retry is refused (409
 // with Retry-After) until the lease ends.
 func TestFaultStoreClaimAndComplete(t *testing.T) {
-	rcv := newSwitchReceiver(t)
+	rcv := newReceiver(t)
 	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")))
-	rcv.setFail("ep", true)
+	rcv.failAt("ep", true)
 	st, _, b := g.post("open", []byte(`{"id":"claim-1"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "the first, failed attempt", func() bool { return rcv.count("ep") == 1 })
+	waitFor(t, 10*time.Second, "the first, failed attempt", func() bool { return rcv.countAt("ep") == 1 })
 	fs.set(faultBefore, "Claim")
-	rcv.setFail("ep", false)
+	rcv.failAt("ep", false)
 	waitFor(t, 10*time.Second, "failed claims", func() bool { return fs.failures("Claim") >= 2 })
 	ds := deliveriesOf(t, fs.Store, evt)
-	if len(ds) != 1 || ds[0].State != storage.StatePending || ds[0].AttemptCount != 1 || rcv.count("ep") != 1 {
-		t.Fatalf("while Claim fails: %+v, %d requests; want pending after its one attempt", ds, rcv.count("ep"))
+	if len(ds) != 1 || ds[0].State != storage.StatePending || ds[0].AttemptCount != 1 || rcv.countAt("ep") != 1 {
+		t.Fatalf("while Claim fails: %+v, %d requests; want pending after its one attempt", ds, rcv.countAt("ep"))
 	}
 	fs.set(faultNone, "Claim")
 	waitFor(t, 10*time.Second, "the retry after Claim recovers", func() bool {
 		d, err := fs.Store.GetDelivery(context.Background(), ds[0].ID)
-		return err == nil && d.State == storage.StateSucceeded && d.AttemptCount == 2 && rcv.count("ep") == 2
+		return err == nil && d.State == storage.StateSucceeded && d.AttemptCount == 2 && rcv.countAt("ep") == 2
 	})
 
 	fs.set(faultBefore, "Complete")
@@ -410,7 +410,7 @@ func TestFaultStoreClaimAndComplete(t *testing.T) {
 	evt = must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	waitFor(t, 10*time.Second, "a failed Complete", func() bool { return fs.failures("Complete") >= 1 })
 	ds = deliveriesOf(t, fs.Store, evt)
-	if len(ds) != 1 || ds[0].State == storage.StateSucceeded || ds[0].AttemptCount != 0 || rcv.count("ep") != 3 {
+	if len(ds) != 1 || ds[0].State == storage.StateSucceeded || ds[0].AttemptCount != 0 || rcv.countAt("ep") != 3 {
 		t.Fatalf("after a failed Complete: %+v; want not delivered, no attempt counted", ds)
 	}
 	if as, _ := fs.Store.ListAttempts(context.Background(), ds[0].ID); len(as) != 0 {
@@ -426,7 +426,7 @@ func TestFaultStoreClaimAndComplete(t *testing.T) {
 	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || time.Duration(ra)*time.Second < lease {
 		t.Fatalf("Retry-After %q, want at least the lease's remaining %s", hdr.Get("Retry-After"), lease)
 	}
-	if n := rcv.count("ep"); n != 3 {
+	if n := rcv.countAt("ep"); n != 3 {
 		t.Fatalf("receiver got %d requests; want no request for the refused retry", n)
 	}
 }

@@ -19,8 +19,8 @@ import (
 // credentials (in the query and in the path, as in Slack-style URLs), and
 // scans /metrics as well.
 func TestLogsAndMetricsCarryNoPayloadOrCredential(t *testing.T) {
-	rcv := newSwitchReceiver(t)
-	rcv.setFail("fail/PATHCRED7y6t5r", true)
+	rcv := newReceiver(t)
+	rcv.failAt("fail/PATHCRED7y6t5r", true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
   - id: ok-ep
     tenant: acme

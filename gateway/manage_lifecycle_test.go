@@ -2,67 +2,10 @@ package gateway
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
-
-// flipReceiver answers 500 while failing is set, 200 otherwise, and
-// records every request (path and headers).
-type flipReceiver struct {
-	srv     *httptest.Server
-	failing atomic.Bool
-	delay   atomic.Int64 // nanoseconds to wait before answering
-	mu      sync.Mutex
-	reqs    []recorded
-}
-
-func newFlipReceiver(t *testing.T) *flipReceiver {
-	r := &flipReceiver{}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.reqs = append(r.reqs, recorded{path: req.URL.Path, header: req.Header.Clone(), body: b})
-		r.mu.Unlock()
-		if d := time.Duration(r.delay.Load()); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-req.Context().Done():
-				return
-			}
-		}
-		if r.failing.Load() {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *flipReceiver) url(p string) string { return r.srv.URL + "/" + p }
-
-func (r *flipReceiver) all() []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]recorded(nil), r.reqs...)
-}
-
-func (r *flipReceiver) count(path string) int {
-	n := 0
-	for _, q := range r.all() {
-		if q.path == "/"+path {
-			n++
-		}
-	}
-	return n
-}
 
 // slowRetry keeps a delivery retrying (well under the circuit's 5
 // consecutive failures within a test's patience) for a while.
@@ -72,14 +15,14 @@ const slowRetry = `{initial_interval: 300ms, max_interval: 300ms, multiplier: 1,
 // PATCHed goes to the new url with the new headers on its next attempt,
 // keeping its Idempotency-Key and its attempt count.
 func TestManagePatchURLAndHeadersApplyToRetryingDelivery(t *testing.T) {
-	rcv := newFlipReceiver(t)
+	rcv := newReceiver(t)
 	rcv.failing.Store(true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, headers: {X-Old: o}, retry: %s}\n", rcv.url("a"), slowRetry)})
 	g.post("open", []byte(`{"id":"p-1","type":"t"}`), nil)
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.count("a") >= 1 })
+	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	rcv.failing.Store(false)
 	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"url": rcv.url("b"), "headers": map[string]string{"X-New": "n"}}))
-	waitFor(t, 10*time.Second, "the retry at the new url", func() bool { return rcv.count("b") >= 1 })
+	waitFor(t, 10*time.Second, "the retry at the new url", func() bool { return rcv.countAt("b") >= 1 })
 	var first, got recorded
 	for _, q := range rcv.all() {
 		if q.path == "/a" && first.path == "" {
@@ -103,17 +46,17 @@ func TestManagePatchURLAndHeadersApplyToRetryingDelivery(t *testing.T) {
 // a row leaves every secret of the grace signing, and the API shows only
 // the newest.
 func TestManageRotateTwiceWhileRetrying(t *testing.T) {
-	rcv := newFlipReceiver(t)
+	rcv := newReceiver(t)
 	rcv.failing.Store(true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, retry: %s}\n", rcv.url("a"), slowRetry)})
 	s0 := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)).Secret
 	g.post("open", []byte(`{"id":"r-1","type":"t"}`), nil)
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.count("a") >= 1 })
+	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	s1 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
 	s2 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
-	n := rcv.count("a")
+	n := rcv.countAt("a")
 	rcv.failing.Store(false)
-	waitFor(t, 10*time.Second, "the retry after the rotations", func() bool { return rcv.count("a") > n })
+	waitFor(t, 10*time.Second, "the retry after the rotations", func() bool { return rcv.countAt("a") > n })
 	got := rcv.all()[n]
 	if k := len(strings.Fields(got.header.Get("webhook-signature"))); k != 3 {
 		t.Fatalf("%d signatures after two rotations in the grace, want 3: %q", k, got.header.Get("webhook-signature"))
@@ -135,15 +78,15 @@ func TestManageRotateTwiceWhileRetrying(t *testing.T) {
 // After a short grace, only the new secret signs, also for a delivery that
 // was created (and failed) before the rotation.
 func TestManageRotateGraceEnds(t *testing.T) {
-	rcv := newFlipReceiver(t)
+	rcv := newReceiver(t)
 	rcv.failing.Store(true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, retry: {initial_interval: 1500ms, max_interval: 1500ms, multiplier: 1, randomization: 0, max_attempts: 50, max_elapsed: 1m}}\n", rcv.url("a"))})
 	g.post("open", []byte(`{"id":"g-1","type":"t"}`), nil)
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.count("a") >= 1 })
+	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	s1 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, jsonMap{"grace": "500ms"})).Secret
 	rcv.failing.Store(false)
 	start := time.Now()
-	waitFor(t, 10*time.Second, "the retry", func() bool { return rcv.count("a") >= 2 })
+	waitFor(t, 10*time.Second, "the retry", func() bool { return rcv.countAt("a") >= 2 })
 	got := rcv.all()[1]
 	if time.Since(start) < 500*time.Millisecond {
 		t.Skip("the retry came inside the grace")
@@ -156,12 +99,12 @@ func TestManageRotateGraceEnds(t *testing.T) {
 
 // A PATCH of timeout applies to the next attempt of a retrying delivery.
 func TestManagePatchTimeoutAppliesToRetry(t *testing.T) {
-	rcv := newFlipReceiver(t)
+	rcv := newReceiver(t)
 	rcv.delay.Store(int64(400 * time.Millisecond))
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, timeout: 100ms, retry: %s}\n", rcv.url("a"), slowRetry)})
 	st, _, b := g.post("open", []byte(`{"id":"t-1","type":"t"}`), nil)
 	evID := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "a timed-out attempt", func() bool { return rcv.count("a") >= 1 })
+	waitFor(t, 10*time.Second, "a timed-out attempt", func() bool { return rcv.countAt("a") >= 1 })
 	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"timeout": "2s"}))
 	waitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
 		ev := must[eventView](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil))

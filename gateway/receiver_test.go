@@ -5,31 +5,62 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// receiver is a real HTTP subscriber that records what it gets.
+// receiver is a real HTTP subscriber that records every request and
+// answers 200, unless the test says otherwise: an answer of its own for a
+// path (on), 500 for a path (failAt), 500 for the next n requests
+// (failNext), 500 while failing is set, and a delay before answering.
 type receiver struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []recorded
+	srv     *httptest.Server
+	failing atomic.Bool
+	delay   atomic.Int64 // nanoseconds to wait before answering
+
+	mu     sync.Mutex
+	reqs   []recorded
+	answer map[string]http.HandlerFunc // by path
+	fail   map[string]bool             // by path
+	next   int                         // requests still to fail
 }
 
+// recorded is one request a receiver got, with the time it got it.
 type recorded struct {
+	at     time.Time
 	path   string
 	header http.Header
 	body   []byte
 }
 
 func newReceiver(t *testing.T) *receiver {
-	r := &receiver{}
+	r := &receiver{answer: map[string]http.HandlerFunc{}, fail: map[string]bool{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.reqs = append(r.reqs, recorded{path: req.URL.Path, header: req.Header.Clone(), body: b})
+		r.reqs = append(r.reqs, recorded{at: time.Now(), path: req.URL.Path, header: req.Header.Clone(), body: b})
+		answer, fail := r.answer[req.URL.Path], r.fail[req.URL.Path] || r.next > 0
+		if r.next > 0 {
+			r.next--
+		}
 		r.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
+		if d := time.Duration(r.delay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-req.Context().Done():
+				return
+			}
+		}
+		switch {
+		case answer != nil:
+			answer(w, req)
+		case fail || r.failing.Load():
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, "receiver says no")
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -37,10 +68,47 @@ func newReceiver(t *testing.T) *receiver {
 
 func (r *receiver) url(path string) string { return r.srv.URL + "/" + path }
 
+// on makes f the answer to requests for path.
+func (r *receiver) on(path string, f http.HandlerFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answer["/"+path] = f
+}
+
+// failAt makes requests for path get 500 (with a body), or 200 again.
+func (r *receiver) failAt(path string, fail bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail["/"+path] = fail
+}
+
+// failNext makes the next n requests get 500.
+func (r *receiver) failNext(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next = n
+}
+
 func (r *receiver) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.reqs)
+}
+
+// countAt counts the requests for path.
+func (r *receiver) countAt(path string) int { return len(r.at(path)) }
+
+// at returns the requests for path, in the order they came.
+func (r *receiver) at(path string) []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []recorded
+	for _, q := range r.reqs {
+		if q.path == "/"+path {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 func (r *receiver) byPath() map[string]int {

@@ -18,8 +18,8 @@ import (
 // (it deleted them: they never reached the replayable failed state, and
 // GET /deliveries/{id} answered 404).
 func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *testing.T) {
-	rc := newSwitchReceiver(t)
-	rc.setFail("api", true)
+	rc := newReceiver(t)
+	rc.failAt("api", true)
 	g := startGateway(t, gwOptions{})
 	ep := must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
 		"id": "api-ep", "tenant": "acme", "url": rc.url("api"), "sources": []string{"open"},
@@ -38,7 +38,7 @@ func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *test
 		t.Fatalf("deliveries: %+v", evs.Data)
 	}
 	dlv := evs.Data[0].ID
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rc.count("api") > 0 })
+	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rc.countAt("api") > 0 })
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ sources:
 	}
 
 	// The delivery goes on retrying in its one-hour window...
-	n := rc.count("api")
-	waitFor(t, 10*time.Second, "retries after the restart", func() bool { return rc.count("api") > n+2 })
+	n := rc.countAt("api")
+	waitFor(t, 10*time.Second, "retries after the restart", func() bool { return rc.countAt("api") > n+2 })
 	// ...past the new retention, then the minute's sweep runs.
 	received := time.Now()
 	waitFor(t, 10*time.Second, "the event to pass retention (3s)", func() bool { return time.Since(received) > 4*time.Second })

@@ -223,8 +223,8 @@ func newSecret(prefix string) string { return prefix + rand.Text() }
 // correctly and wrongly, then scans the gateway's logs (at debug level)
 // and every error answer for each secret and its base64 body.
 func TestSecuritySecretsNeverLeak(t *testing.T) {
-	rcv := newSwitchReceiver(t)
-	rcv.setFail("failing", true)
+	rcv := newReceiver(t)
+	rcv.failAt("failing", true)
 	refused, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody answers on
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ endpoints:
 				failed[d.Endpoint] = true
 			}
 		}
-		return failed["failing"] && failed["leaky-url"] && rcv.count("api") >= 1 && rcv.count("ep") >= 1
+		return failed["failing"] && failed["leaky-url"] && rcv.countAt("api") >= 1 && rcv.countAt("ep") >= 1
 	})
 	for _, d := range must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
 		keep("delivery", 200)(g.api("GET", "/deliveries/"+d.ID, opToken, nil))

@@ -7,12 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -24,47 +21,9 @@ var (
 	subSecretC = "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xC3}, 32))
 )
 
-// subReq is one request a subscriber got, with the time it got it.
-type subReq struct {
-	at     time.Time
-	path   string
-	header http.Header
-	body   []byte
-}
-
-// subReceiver is a subscriber that records everything and answers 500 to
-// the first fail requests, then 200.
-type subReceiver struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	fail int
-	reqs []subReq
-}
-
-func newSubReceiver(t *testing.T, fail int) *subReceiver {
-	r := &subReceiver{fail: fail}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.reqs = append(r.reqs, subReq{at: time.Now(), path: req.URL.Path, header: req.Header.Clone(), body: b})
-		failing := r.fail > 0
-		if failing {
-			r.fail--
-		}
-		r.mu.Unlock()
-		if failing {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-// endpointConfig is the config of endpoint e53, subscribed to source open
-// and sending to r with secret subSecretA.
-func (r *subReceiver) endpointConfig() string {
+// subEndpointConfig is the config of endpoint e53, subscribed to source
+// open and sending to r with secret subSecretA.
+func subEndpointConfig(r *receiver) string {
 	return fmt.Sprintf(`
 endpoints:
   - id: e53
@@ -73,18 +32,6 @@ endpoints:
     secret: %s
     sources: [open]
 `, r.srv.URL, subSecretA)
-}
-
-func (r *subReceiver) all() []subReq {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]subReq(nil), r.reqs...)
-}
-
-func (r *subReceiver) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.reqs)
 }
 
 // subVerify is a Standard Webhooks verifier written from the specification
@@ -136,7 +83,7 @@ func subVerify(t *testing.T, h http.Header, body []byte, secrets ...string) []st
 // same key in Idempotency-Key and webhook-id, a timestamp of this attempt,
 // the body and Content-Type as the provider sent them, the static
 // header, the gateway's headers, no provider header leaked.
-func subCheck(t *testing.T, what string, q subReq, key string, body []byte, ct string) {
+func subCheck(t *testing.T, what string, q recorded, key string, body []byte, ct string) {
 	t.Helper()
 	h := q.header
 	if got := h.Get("Idempotency-Key"); got != key || h.Get("webhook-id") != key {
@@ -177,7 +124,8 @@ func subCheck(t *testing.T, what string, q subReq, key string, body []byte, ct s
 // through every way hookgate sends it again and checks each request at
 // the subscriber with an independent Standard Webhooks verifier.
 func TestSubscriberSeesSpecHeadersOnEveryResend(t *testing.T) {
-	rcv := newSubReceiver(t, 2) // two automatic retries before the first 200
+	rcv := newReceiver(t)
+	rcv.failNext(2) // two automatic retries before the first 200
 	extra := fmt.Sprintf(`
 endpoints:
   - id: e53
@@ -233,7 +181,7 @@ endpoints:
 		return d["state"] == "succeeded"
 	})
 
-	next := func(what string, n int) subReq {
+	next := func(what string, n int) recorded {
 		t.Helper()
 		waitFor(t, 10*time.Second, what, func() bool { return rcv.count() >= n })
 		return rcv.all()[n-1]
@@ -345,7 +293,7 @@ endpoints:
 	d := must[struct {
 		Attempts []attemptView `json:"attempts"`
 	}](t, 200)(g.api("GET", "/deliveries/"+dlv, opToken, nil))
-	var sent []subReq // the original delivery's requests: all but the two replays' and the bulk replay's
+	var sent []recorded // the original delivery's requests: all but the two replays' and the bulk replay's
 	for i, q := range rcv.all() {
 		if i == 4 || i == 5 || i == 8 {
 			continue
@@ -373,8 +321,8 @@ endpoints:
 // max_body allows) reaches the subscriber byte for byte, with the
 // Content-Type as sent, and a signature over exactly those bytes.
 func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
-	rcv := newSubReceiver(t, 0)
-	g := startGateway(t, gwOptions{extra: rcv.endpointConfig(), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: subEndpointConfig(rcv), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
 
 	big := make([]byte, 1<<20)
 	seed := uint64(53)
@@ -399,7 +347,7 @@ func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 		{"max body", "application/octet-stream", big},
 	}
 	want := map[string]int{}
-	g = g.restart(gwOptions{extra: rcv.endpointConfig(), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g = g.restart(gwOptions{extra: subEndpointConfig(rcv), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
 	for i, c := range cases {
 		req, err := http.NewRequest("POST", "http://"+g.PublicAddr()+"/ingest/open", bytes.NewReader(c.body))
 		if err != nil {
@@ -435,7 +383,7 @@ func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 
 	// Again from the store, after a restart: a bulk replay of every event.
 	first := rcv.count()
-	g = g.restart(gwOptions{extra: rcv.endpointConfig(), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g = g.restart(gwOptions{extra: subEndpointConfig(rcv), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
 	must[jsonMap](t, 202)(g.api("POST", "/replays", opToken, map[string]any{"source": "open"}))
 	waitFor(t, 20*time.Second, "every replayed delivery", func() bool { return rcv.count() >= 2*first })
 	again := map[string]bool{}
@@ -469,8 +417,8 @@ func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 // exactly as written in the request (whitespace, escapes, <&>), as
 // application/json, signed over those bytes.
 func TestPublishedPayloadReachesTheSubscriberAsWritten(t *testing.T) {
-	rcv := newSubReceiver(t, 0)
-	g := startGateway(t, gwOptions{extra: rcv.endpointConfig()})
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: subEndpointConfig(rcv)})
 	payload := "{ \"id\" : \"pub53\",\n\t\"a\" : \"\\u00e9<&>\u00e9\" ,\"b\":[1, 2.50 ] , \"c\": null }"
 	req := `{"source":"open","type":"t.53","payload":` + payload + `}`
 	must[jsonMap](t, 202)(g.api("POST", "/events", opToken, req))
