@@ -159,7 +159,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	ep := storage.Endpoint{
 		ID: id, Tenant: cmpOrTenant(who(c)), Timeout: a.g.cfg.Delivery.Timeout.D(),
 		MaxInFlight: DefaultMaxInFlight, RateLimit: DefaultRateLimit, Retry: retryPolicy(a.g.cfg.Delivery.Retry),
-		CreatedAt: now, UpdatedAt: now,
+		CreatedBy: createdBy(c), CreatedAt: now, UpdatedAt: now,
 	}
 	if in.ID != nil {
 		ep.ID, derived = *in.ID, false
@@ -170,12 +170,17 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	if err := checkTenant(who(c), ep.Tenant); err != nil {
 		return err
 	}
-	if derived {
-		// Run again: what the first run made is the answer, whatever has
-		// changed since (the checks below are for a new endpoint).
+	// ours reports whether a stored endpoint with the id is the one an
+	// earlier run of this request (under its Idempotency-Key) made.
+	ours := func(old *storage.Endpoint) bool {
+		return old.Tenant == ep.Tenant && (derived || ep.CreatedBy != "" && old.CreatedBy == ep.CreatedBy)
+	}
+	if ep.CreatedBy != "" {
+		// Maybe run again: what the first run made is the answer, whatever
+		// has changed since (the checks below are for a new endpoint).
 		old, err := a.g.store.GetEndpoint(c.UserContext(), ep.ID)
 		switch {
-		case err == nil && old.Tenant == ep.Tenant:
+		case err == nil && ours(&old):
 			a.g.reloadRegistry() // unless it is in memory (a write whose outcome was unknown)
 			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
 		case err != nil && !errors.Is(err, storage.ErrNotFound):
@@ -210,7 +215,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 		return e
 	}
 	if old, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
-		if derived && old.Tenant == ep.Tenant {
+		if ours(&old) {
 			// The first run of this key use, still running when this one
 			// took the key over after its lease, made it meanwhile.
 			a.g.reloadRegistry()

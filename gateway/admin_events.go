@@ -217,6 +217,14 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 		return err
 	}
 	ds := inbound.NewDeliveries(&ev, targets, a.now())
+	if u, ok := usedKey(c); ok {
+		// Named by the key's use, so that a run again after a crash finds
+		// the deliveries its first run wrote (Enqueue leaves them as they
+		// are) instead of sending the event once more.
+		for i := range ds {
+			ds[i].ID = storage.DerivedTimeID("dlv_", u.since, slices.Concat(u.seed, []string{ds[i].Endpoint})...)
+		}
+	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	if err := a.g.store.Enqueue(ctx, ds); err != nil {

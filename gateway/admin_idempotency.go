@@ -69,25 +69,51 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 		e.retryAfter = int(max(1, math.Ceil(res.LeaseUntil.Sub(now).Seconds())))
 		return e
 	}
-	c.Locals(localIdemSeed, []string{tenant, key, string(rh[:]), res.Since.UTC().Format(time.RFC3339Nano)})
+	c.Locals(localIdemUse, idemUse{
+		seed:  []string{tenant, key, string(rh[:]), res.Since.UTC().Format(time.RFC3339Nano)},
+		since: res.Since,
+	})
 	return a.runClaimed(c, tenant, key, res.LeaseUntil)
 }
 
-// localIdemSeed holds, for a request run under an Idempotency-Key, what
-// newID derives ids from.
-const localIdemSeed = "hookgate.idem-seed"
+// localIdemUse holds, for a request run under an Idempotency-Key, its
+// idemUse.
+const localIdemUse = "hookgate.idem-use"
+
+// idemUse is one use of an Idempotency-Key, for the handler it runs: a
+// request whose answer was never stored (the process died between its
+// write and its answer's, or a store error made the write's outcome
+// unknown) is run again, and must find what its first run did instead of
+// doing it a second time.
+type idemUse struct {
+	seed  []string  // what ids made by the use are derived from
+	since time.Time // when the use began (IdemResult.Since)
+}
+
+// usedKey returns the request's Idempotency-Key use, if it has one.
+func usedKey(c *fiber.Ctx) (idemUse, bool) {
+	u, ok := c.Locals(localIdemUse).(idemUse)
+	return u, ok
+}
+
+// createdBy is what a create under an Idempotency-Key stores as
+// CreatedBy (Endpoint, Source), "" without a key: a run again finds by it
+// the resource its first run made under an id the request named.
+func createdBy(c *fiber.Ctx) string {
+	if u, ok := usedKey(c); ok {
+		return storage.DerivedID("idem_", u.seed...)
+	}
+	return ""
+}
 
 // newID names what a POST creates (an endpoint, a replay job). Under an
-// Idempotency-Key the id is derived from the tenant, the key, the request
-// and when this use of the key began (IdemResult.Since), and derived is
-// true: a request whose answer was never stored (the process died between
-// its write and its answer's, or a store error made the write's outcome
-// unknown) is run again, and must find what its first run made instead of
-// making a second endpoint or replay job beside it. A key used again after
-// dedupe.ttl is a new use: a new id.
+// Idempotency-Key the id is derived from the key's use (idemUse), and
+// derived is true: the request run again finds what its first run made
+// instead of making a second endpoint or replay job beside it. A key used
+// again after dedupe.ttl is a new use: a new id.
 func newID(c *fiber.Ctx, prefix string, now time.Time) (id string, derived bool) {
-	if seed, ok := c.Locals(localIdemSeed).([]string); ok {
-		return storage.DerivedID(prefix, seed...), true
+	if u, ok := usedKey(c); ok {
+		return storage.DerivedID(prefix, u.seed...), true
 	}
 	return storage.NewID(prefix, now), false
 }

@@ -179,3 +179,77 @@ func TestCreateEndpointFoundAfterAmbiguousWriteGetsDeliveries(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A POST /endpoints or /sources that names its id, run again after its
+// answer was lost, answers 201 with what its first run made: the id is
+// taken, by this very request. It stayed a 409 "already exists", stored as
+// the key's answer for dedupe.ttl, for a create that had succeeded.
+// Another key naming the same id is another request: 409.
+func TestCreateNamedRunAgainAfterLostAnswer(t *testing.T) {
+	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store {
+		return &lostAnswers{Store: s, lease: time.Second}
+	}})
+	ep := jsonMap{"id": "named-ep", "url": "http://receiver.test/named"}
+	first := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, ep, "Idempotency-Key", "named-1"))
+	again := rerun[endpointView](t, g, "/endpoints", ep, "named-1", 201)
+	if again.ID != "named-ep" || again.Secret != first.Secret {
+		t.Fatalf("run again: %+v, first run: %+v", again, first)
+	}
+	wantProblem(t, "the id under another key", 409, "id")(g.api("POST", "/endpoints", acmeToken, ep, "Idempotency-Key", "named-2"))
+
+	src := jsonMap{"id": "named-src", "verify": jsonMap{"scheme": "none"}}
+	must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, src, "Idempotency-Key", "named-3"))
+	if again := rerun[sourceView](t, g, "/sources", src, "named-3", 201); again.ID != "named-src" {
+		t.Fatalf("run again: %+v", again)
+	}
+	wantProblem(t, "the source id under another key", 409, "id")(g.api("POST", "/sources", acmeToken, src, "Idempotency-Key", "named-4"))
+}
+
+// POST /events/{id}/replay run again after its answer was lost answers
+// with the deliveries its first run made and sends the event once more,
+// not twice; and POST /deliveries/{id}/retry run again does not send the
+// delivery a third time.
+func TestReplayAndRetryRunAgainAfterLostAnswer(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startWrapped(t, rcv, func(s storage.Store) storage.Store {
+		return &lostAnswers{Store: s, lease: time.Second}
+	})
+	id := ingestN(t, g, "lost-replay", 1)[0]
+	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+
+	path := "/events/" + id + "/replay"
+	first := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r"))
+	waitFor(t, 10*time.Second, "the replay", func() bool { return rcv.count() == 2 })
+	again := rerun[apiList[deliveryView]](t, g, path, jsonMap{}, "lost-r", 202)
+	if len(first.Data) != 1 || len(again.Data) != 1 || again.Data[0].ID != first.Data[0].ID {
+		t.Fatalf("run again answered %+v; the first run made %+v", again.Data, first.Data)
+	}
+
+	retry := "/deliveries/" + first.Data[0].ID + "/retry"
+	waitFor(t, 10*time.Second, "the replay's outcome", func() bool {
+		return g.dpDelivery(first.Data[0].ID).State == "succeeded"
+	})
+	must[deliveryView](t, 202)(g.api("POST", retry, acmeToken, nil, "Idempotency-Key", "lost-t"))
+	waitFor(t, 10*time.Second, "the retry's outcome", func() bool {
+		d := g.dpDelivery(first.Data[0].ID)
+		return d.State == "succeeded" && d.AttemptCount == 2
+	})
+	rerun[deliveryView](t, g, retry, nil, "lost-t", 202)
+
+	// A later replay under another key is sent. Once it is delivered, the
+	// receiver has had 4 requests if neither run again sent anything.
+	later := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r2"))
+	waitFor(t, 10*time.Second, "the second replay", func() bool {
+		return len(later.Data) == 1 && g.dpDelivery(later.Data[0].ID).State == "succeeded"
+	})
+	ds, _, err := g.Store().ListDeliveries(context.Background(), storage.DeliveryFilter{Event: id, Limit: 10})
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("%d deliveries of the event, %v; want 3 (the first, two replays)", len(ds), err)
+	}
+	if n := rcv.count(); n != 4 {
+		t.Fatalf("receiver got %d requests, want 4 (first, replay, retry, second replay)", n)
+	}
+	if d := g.dpDelivery(first.Data[0].ID); d.AttemptCount != 2 {
+		t.Fatalf("the replay's delivery made %d attempts, want 2 (its own and the retry's)", d.AttemptCount)
+	}
+}

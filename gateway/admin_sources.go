@@ -122,7 +122,7 @@ func (a *adminAPI) createSource(c *fiber.Ctx) error {
 		return err
 	}
 	now := a.now()
-	src := storage.Source{Tenant: cmpOrTenant(who(c)), CreatedAt: now, UpdatedAt: now,
+	src := storage.Source{Tenant: cmpOrTenant(who(c)), CreatedBy: createdBy(c), CreatedAt: now, UpdatedAt: now,
 		Verify: storage.VerifyConfig{Tolerance: DefaultVerifyTolerance.D()}}
 	switch {
 	case in.ID == nil:
@@ -144,7 +144,13 @@ func (a *adminAPI) createSource(c *fiber.Ctx) error {
 	defer a.catalogMu.Unlock()
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if _, err := a.g.store.GetSource(ctx, src.ID); err == nil {
+	if old, err := a.g.store.GetSource(ctx, src.ID); err == nil {
+		if src.CreatedBy != "" && old.CreatedBy == src.CreatedBy && old.Tenant == src.Tenant {
+			// An earlier run of this request under its Idempotency-Key
+			// made it: that is the answer.
+			a.g.reloadRegistry() // unless it is in memory (a write whose outcome was unknown)
+			return c.Status(fiber.StatusCreated).JSON(newSourceView(&old))
+		}
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "a source with this id already exists")
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return a.storeError(err, "source")

@@ -21,11 +21,28 @@ var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadd
 // from the same t. (IDs made before 2026-12-02 have random bits there, so
 // those of one millisecond sort at random among themselves.)
 func NewID(prefix string, t time.Time) string {
+	var rnd [10]byte
+	_, _ = rand.Read(rnd[:])
+	return timeID(prefix, t, rnd[:])
+}
+
+// DerivedTimeID is NewID with its random bits taken from a hash of parts:
+// an ID in time order that is still a pure function of (t, parts). The
+// admin API names the deliveries an event replay under an Idempotency-Key
+// makes with it (t the time the key's use began), so that the request
+// run again finds them, and lists keep them in the order of their times.
+func DerivedTimeID(prefix string, t time.Time, parts ...string) string {
+	return timeID(prefix, t, hashParts(parts...)[:10])
+}
+
+// timeID is prefix + 48 bits of t's milliseconds, 20 bits of its
+// nanoseconds within that millisecond, and 60 bits of rnd (10 bytes).
+func timeID(prefix string, t time.Time, rnd []byte) string {
 	var b [16]byte
 	ms := uint64(t.UnixMilli())
 	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
 	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
-	_, _ = rand.Read(b[6:])
+	copy(b[6:], rnd)
 	sub := uint32(t.Nanosecond() % 1e6) // < 2^20
 	b[6] = byte(sub >> 12)
 	b[7] = byte(sub >> 4)

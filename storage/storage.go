@@ -108,7 +108,10 @@ type Outbox interface {
 	// keeps each delivery's due time from before its claim.
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 	// Enqueue adds deliveries of already stored events (replay), due at their
-	// NextAttemptAt. Their ids are new (NewID), as in Accept.
+	// NextAttemptAt. Their ids are new (NewID, or DerivedTimeID for an admin
+	// request under an Idempotency-Key); a delivery whose id is already
+	// stored is left as it is, so that such a request run again after a
+	// crash adds nothing its first run wrote.
 	Enqueue(ctx context.Context, ds []Delivery) error
 	// Retry makes a delivery due again at now with a fresh retry budget,
 	// whatever its state, but ErrConflict when it is cancelled or being
@@ -395,9 +398,13 @@ type Endpoint struct {
 	Disabled       bool              `json:"disabled"`
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	// FromConfig marks endpoints applied from config.yaml at start.
-	FromConfig bool      `json:"from_config,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	FromConfig bool `json:"from_config,omitempty"`
+	// CreatedBy names the admin request that created the endpoint under
+	// an Idempotency-Key (a DerivedID of the key's use), so that the
+	// request run again finds it as its own; empty otherwise.
+	CreatedBy string    `json:"created_by,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // VerifyConfig is how a source's requests are authenticated.
@@ -419,6 +426,7 @@ type Source struct {
 	EventID    string       `json:"event_id,omitempty"`
 	EventType  string       `json:"event_type,omitempty"`
 	FromConfig bool         `json:"from_config,omitempty"`
+	CreatedBy  string       `json:"created_by,omitempty"` // as Endpoint.CreatedBy
 	CreatedAt  time.Time    `json:"created_at"`
 	UpdatedAt  time.Time    `json:"updated_at"`
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, o Opener) {
 		"CompleteLeaseLost":                 testCompleteLeaseLost,
 		"ReleaseAndNextDue":                 testReleaseAndNextDue,
 		"EnqueueAndRetry":                   testEnqueueAndRetry,
+		"EnqueueLeavesStoredDeliveries":     testEnqueueLeavesStoredDeliveries,
 		"RetryWaitsForAnAttempt":            testRetryWaitsForAnAttempt,
 		"QueuedEndpoints":                   testQueuedEndpoints,
 		"CancelEndpoint":                    testCancelEndpoint,

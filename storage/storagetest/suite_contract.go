@@ -517,3 +517,47 @@ func testPurgeReplays(t *testing.T, o Opener) {
 		t.Fatalf("a second PurgeReplays deleted %d", n)
 	}
 }
+
+// An admin request under an Idempotency-Key that is run again after a
+// crash (its answer never stored) enqueues the deliveries of its first
+// run once more, with the same ids: those already stored are left as they
+// are (a succeeded one stays succeeded, a retrying one keeps its attempts),
+// and only the ones the first run did not write are added.
+func testEnqueueLeavesStoredDeliveries(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	req := event("acme", "stripe", "again", "body", now)
+	must(s.Accept(ctx, req))
+	mk := func(ep string) storage.Delivery {
+		return storage.Delivery{ID: storage.DerivedTimeID("dlv_", now, "use", ep), Event: req.Event.ID, Tenant: "acme",
+			Endpoint: ep, IdempotencyKey: req.Event.IdempotencyKey, State: storage.StatePending,
+			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}
+	}
+	first := mk("ep1")
+	ok(s.Enqueue(ctx, []storage.Delivery{first}))
+	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
+	if len(jobs) != 1 || jobs[0].Delivery.ID != first.ID {
+		t.Fatalf("claim: %+v", jobs)
+	}
+	ok(s.Complete(ctx, &storage.Outcome{Delivery: first.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
+
+	second := mk("ep2")
+	ok(s.Enqueue(ctx, []storage.Delivery{mk("ep1"), second}))
+	d := must(s.GetDelivery(ctx, first.ID))
+	if d.State != storage.StateSucceeded || d.AttemptCount != 1 {
+		t.Fatalf("a stored delivery enqueued again: %+v, want it succeeded after 1 attempt", d)
+	}
+	if jobs := must(s.Claim(ctx, "ep1", now.Add(time.Hour), 10, time.Minute)); len(jobs) != 0 {
+		t.Fatalf("a succeeded delivery enqueued again is due: %+v", jobs)
+	}
+	if live, _ := must2(s.Depth(ctx, "ep1", now, 10)); live != 0 {
+		t.Fatalf("endpoint ep1 has %d live deliveries, want 0", live)
+	}
+	if jobs := must(s.Claim(ctx, "ep2", now, 10, time.Minute)); len(jobs) != 1 || jobs[0].Delivery.ID != second.ID {
+		t.Fatalf("the delivery the first run did not write: %+v", jobs)
+	}
+	ds, _ := must2(s.ListDeliveries(ctx, storage.DeliveryFilter{Event: req.Event.ID, Limit: 10}))
+	if len(ds) != 2 {
+		t.Fatalf("event has %d deliveries, want 2: %+v", len(ds), ds)
+	}
+}
