@@ -164,10 +164,11 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	case d.State == storage.StateCancelled:
 		return newAPIError(fiber.StatusConflict, "delivery-cancelled", "", "a cancelled delivery cannot be retried; replay its event instead")
 	}
-	if u, ok := usedKey(c); ok && !d.RetryFrom.Before(u.since) {
-		// Retried since this use of its Idempotency-Key began: by the
-		// request's first run, whose answer was lost (or by another
-		// retry meanwhile). Retried again, it would be sent once more.
+	if u, ok := usedKey(c); ok && u.again && d.State == storage.StateSucceeded && !d.RetryFrom.Before(u.since) {
+		// Retried and delivered since this use of its Idempotency-Key
+		// began: by the request's first run, whose answer was lost (or by
+		// another retry meanwhile). Retried again, it would be sent once
+		// more, for nothing.
 		return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
 	}
 	ctx, cancel := writeContext(c)

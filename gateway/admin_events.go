@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -217,24 +218,56 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 		return err
 	}
 	ds := inbound.NewDeliveries(&ev, targets, a.now())
-	if u, ok := usedKey(c); ok {
-		// Named by the key's use, so that a run again after a crash finds
-		// the deliveries its first run wrote (Enqueue leaves them as they
-		// are) instead of sending the event once more.
-		for i := range ds {
-			ds[i].ID = storage.DerivedTimeID("dlv_", u.since, slices.Concat(u.seed, []string{ds[i].Endpoint})...)
-		}
-	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.Enqueue(ctx, ds); err != nil {
+	fresh, err := a.notReplayedYet(ctx, c, ds)
+	if err != nil {
+		return a.storeError(err, "event")
+	}
+	if err := a.g.store.Enqueue(ctx, fresh); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return newAPIError(fiber.StatusGone, "event-expired", "", "the event was deleted by retention")
 		}
 		return a.storeError(err, "event")
 	}
-	a.notify(ds)
+	a.notify(fresh)
 	return c.Status(fiber.StatusAccepted).JSON(list[deliveryView]{Data: deliveryViews(ds)})
+}
+
+// notReplayedYet returns those of a replay's new deliveries ds that are
+// still to be written. Under an Idempotency-Key each is named by the key's
+// use and its endpoint (storage.KeyedID): the request run again after its
+// first run's answer was lost finds what that run made, which takes its
+// place in ds as stored, instead of sending the event there once more.
+func (a *adminAPI) notReplayedYet(ctx context.Context, c *fiber.Ctx, ds []storage.Delivery) ([]storage.Delivery, error) {
+	u, ok := usedKey(c)
+	if !ok {
+		return ds, nil
+	}
+	parts := func(d *storage.Delivery) []string { return slices.Concat(u.seed, []string{d.Endpoint}) }
+	for i := range ds {
+		ds[i].ID = storage.KeyedID("dlv_", ds[i].CreatedAt, parts(&ds[i])...)
+	}
+	if !u.again || len(ds) == 0 {
+		return ds, nil
+	}
+	// Made since the use began, by this request or others.
+	made, _, err := a.g.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ds[0].Event, Since: u.since, Limit: maxPageLimit})
+	if err != nil {
+		return nil, err
+	}
+	var fresh []storage.Delivery
+	for i := range ds {
+		j := slices.IndexFunc(made, func(d storage.Delivery) bool {
+			return d.Endpoint == ds[i].Endpoint && storage.IsKeyedID(d.ID, "dlv_", parts(&ds[i])...)
+		})
+		if j < 0 {
+			fresh = append(fresh, ds[i])
+			continue
+		}
+		ds[i] = made[j]
+	}
+	return fresh, nil
 }
 
 // replayTargets resolves the endpoints of a replay: the named ones, each an

@@ -72,6 +72,7 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	c.Locals(localIdemUse, idemUse{
 		seed:  []string{tenant, key, string(rh[:]), res.Since.UTC().Format(time.RFC3339Nano)},
 		since: res.Since,
+		again: res.Since.Before(now),
 	})
 	return a.runClaimed(c, tenant, key, res.LeaseUntil)
 }
@@ -88,6 +89,7 @@ const localIdemUse = "hookgate.idem-use"
 type idemUse struct {
 	seed  []string  // what ids made by the use are derived from
 	since time.Time // when the use began (IdemResult.Since)
+	again bool      // an earlier run of the use may have written
 }
 
 // usedKey returns the request's Idempotency-Key use, if it has one.

@@ -26,17 +26,33 @@ func NewID(prefix string, t time.Time) string {
 	return timeID(prefix, t, rnd[:])
 }
 
-// DerivedTimeID is NewID with its random bits taken from a hash of parts:
-// an ID in time order that is still a pure function of (t, parts). The
-// admin API names the deliveries an event replay under an Idempotency-Key
-// makes with it (t the time the key's use began), so that the request
-// run again finds them, and lists keep them in the order of their times.
-func DerivedTimeID(prefix string, t time.Time, parts ...string) string {
+// KeyedID is NewID with its random bits taken from a hash of parts: an ID
+// in time order that IsKeyedID can tell was made for those parts. The admin
+// API names the deliveries of an event replay under an Idempotency-Key
+// with it, so that the request run again after a crash finds those its
+// first run made, whenever that was.
+func KeyedID(prefix string, t time.Time, parts ...string) string {
 	return timeID(prefix, t, hashParts(parts...)[:10])
 }
 
+// IsKeyedID reports whether id was made by KeyedID with prefix and parts
+// (at any time).
+func IsKeyedID(id, prefix string, parts ...string) bool {
+	if len(id) != len(prefix)+26 || id[:len(prefix)] != prefix {
+		return false
+	}
+	b, err := idEncoding.DecodeString(id[len(prefix):])
+	if err != nil || len(b) != 16 {
+		return false
+	}
+	h := hashParts(parts...)
+	// timeID keeps the low 4 bits of byte 8 and bytes 9-15 of rnd.
+	return b[8]&0x0f == h[2]&0x0f && string(b[9:]) == string(h[3:10])
+}
+
 // timeID is prefix + 48 bits of t's milliseconds, 20 bits of its
-// nanoseconds within that millisecond, and 60 bits of rnd (10 bytes).
+// nanoseconds within that millisecond, and the last 60 bits of rnd (10
+// bytes).
 func timeID(prefix string, t time.Time, rnd []byte) string {
 	var b [16]byte
 	ms := uint64(t.UnixMilli())

@@ -59,3 +59,35 @@ func TestNewIDAtOneInstantIsUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// A keyed id sorts by its time like NewID's and is recognised by its
+// parts alone, at whatever time it was made; other parts, another prefix,
+// a NewID or a malformed id are not.
+func TestKeyedID(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 6, 0, 0, 123456789, time.UTC)
+	a := KeyedID("dlv_", t0, "tenant", "key", "ep")
+	b := KeyedID("dlv_", t0.Add(time.Nanosecond*1000), "tenant", "key", "ep")
+	if a == b || a >= b {
+		t.Fatalf("keyed ids out of time order: %s, %s", a, b)
+	}
+	if got, ok := IDTime("dlv_", a); !ok || !got.Equal(t0.Truncate(time.Millisecond)) {
+		t.Fatalf("IDTime(%s) = %v, %v", a, got, ok)
+	}
+	for _, id := range []string{a, b, KeyedID("dlv_", t0.Add(72*time.Hour), "tenant", "key", "ep")} {
+		if !IsKeyedID(id, "dlv_", "tenant", "key", "ep") {
+			t.Fatalf("%s not recognised as keyed by its parts", id)
+		}
+	}
+	for name, id := range map[string]string{
+		"other parts":  KeyedID("dlv_", t0, "tenant", "key", "ep2"),
+		"split parts":  KeyedID("dlv_", t0, "tenant", "keye", "p"),
+		"other prefix": KeyedID("evt_", t0, "tenant", "key", "ep"),
+		"random":       NewID("dlv_", t0),
+		"malformed":    "dlv_!!",
+		"empty":        "",
+	} {
+		if IsKeyedID(id, "dlv_", "tenant", "key", "ep") {
+			t.Fatalf("%s (%s) taken as keyed by the parts", name, id)
+		}
+	}
+}

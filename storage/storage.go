@@ -108,10 +108,7 @@ type Outbox interface {
 	// keeps each delivery's due time from before its claim.
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 	// Enqueue adds deliveries of already stored events (replay), due at their
-	// NextAttemptAt. Their ids are new (NewID, or DerivedTimeID for an admin
-	// request under an Idempotency-Key); a delivery whose id is already
-	// stored is left as it is, so that such a request run again after a
-	// crash adds nothing its first run wrote.
+	// NextAttemptAt. Their ids are new (NewID), as in Accept.
 	Enqueue(ctx context.Context, ds []Delivery) error
 	// Retry makes a delivery due again at now with a fresh retry budget,
 	// whatever its state, but ErrConflict when it is cancelled or being

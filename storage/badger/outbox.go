@@ -326,14 +326,6 @@ func (db *DB) enqueue(ctx context.Context, job *storage.ReplayJob, ds []storage.
 			}
 		}
 		for i := range ds {
-			// An id already stored: the same admin request run again
-			// (storage.DerivedTimeID) finds what its first run wrote.
-			switch _, err := txn.Get(deliveryKey(ds[i].ID)); {
-			case err == nil:
-				continue
-			case !errors.Is(err, bdg.ErrKeyNotFound):
-				return err
-			}
 			if err := db.putNewDelivery(txn, &ds[i], encs[i]); err != nil {
 				return err
 			}

@@ -38,7 +38,6 @@ func Run(t *testing.T, o Opener) {
 		"CompleteLeaseLost":                 testCompleteLeaseLost,
 		"ReleaseAndNextDue":                 testReleaseAndNextDue,
 		"EnqueueAndRetry":                   testEnqueueAndRetry,
-		"EnqueueLeavesStoredDeliveries":     testEnqueueLeavesStoredDeliveries,
 		"RetryWaitsForAnAttempt":            testRetryWaitsForAnAttempt,
 		"QueuedEndpoints":                   testQueuedEndpoints,
 		"CancelEndpoint":                    testCancelEndpoint,
