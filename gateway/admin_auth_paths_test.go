@@ -51,6 +51,7 @@ func TestAdminRoutesNeedATokenInEverySpelling(t *testing.T) {
 		"/api/v1/./events", "/api/v1/x/../events", "/api/v1/%65vents", "/api/v1%2Fevents", "/api/%76%31/events",
 		"/api/v1/sources", "/Api/v1/sources", "/api/v1/sources/open", "/api/v1/sources/open/",
 		"http://a/api/v1/events", "/api/v1/openapi.json/../events", "/api/v1/events;x", "/api/v1/events%00",
+		"/api/v1/openapi.json/../../api/v1/events", "/api/v1/openapi.json%2F..%2Fevents", "/api/v1/events#", "/api/v1/events?x=1",
 	} {
 		st, resp := rawAdminRequest(t, g, "GET", target, "", "")
 		if st != 401 && st != 404 && st != 400 {

@@ -87,7 +87,12 @@ func (d *decoder) syntaxError(data []byte, err error) {
 		return
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	d.errorf(problemLine(data, msg), "", "invalid YAML: %s", msg)
+	line := problemLine(data, msg)
+	if yamlUnknownAnchor.MatchString(msg) {
+		// The alias's name may be a secret written unquoted: "token: *S3cret".
+		msg = "an alias (*name) to no anchor; quote a value that starts with *"
+	}
+	d.errorf(line, "", "invalid YAML: %s", msg)
 }
 
 // yamlUnknownAnchor is the parser's error for an alias to no anchor.
@@ -199,6 +204,10 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, key string, line int)
 	d.pairs(n, key, func(name, child string, k, val *yaml.Node) {
 		idx := slices.Index(names, name)
 		if idx < 0 {
+			if strings.Contains(name, ":") {
+				d.errorf(k.Line, child, "unknown key (is the blank after ':' missing?)")
+				return
+			}
 			d.errorf(k.Line, child, "unknown key%s", suggest(name, names))
 			return
 		}
@@ -422,8 +431,14 @@ func isNull(n *yaml.Node) bool {
 }
 
 // joinKey appends name to the dotted key parent. A name with unprintable
-// characters is quoted, so that every error stays on one line.
+// characters is quoted, so that every error stays on one line. A name is
+// cut at a colon: no key has one, and "{token:S3cret}" (the blank after
+// the colon left out) is the one key "token:S3cret" to YAML, whose error
+// must not print the secret.
 func joinKey(parent, name string) string {
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		name = name[:i] + ":…"
+	}
 	if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		name = strconv.Quote(name)
 	}

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +85,62 @@ func signedWith(t *testing.T, r recorded, secret string) bool {
 		t.Fatalf("not a Standard Webhooks secret: %.10s…", secret)
 	}
 	return swVerify(secret, r.header.Get("webhook-id"), r.header.Get("webhook-timestamp"), r.body, r.header.Get("webhook-signature"))
+}
+
+// TestConfigErrorsDoNotQuoteASecretAfterAMissingBlank: a flow mapping
+// written "key:value" (no blank after the colon, the commonest YAML typo)
+// is one key named "key:value" to YAML. The config error that names that
+// unknown key must not print the value: here an admin token and an
+// endpoint signing secret. check-config prints the
+// errors on stderr, which CI logs keep.
+func TestConfigErrorsDoNotQuoteASecretAfterAMissingBlank(t *testing.T) {
+	const (
+		adminTok = "TokSuperSecretAdmin0123456789"
+		whsec    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+admin:
+  listen: "127.0.0.1:8081"
+  tokens:
+    - {token:%s, tenant: ""}
+storage: {path: %q}
+endpoints:
+  - {id: e, url: "https://x.example/", secret:%s}
+`, adminTok, filepath.Join(dir, "data"), whsec)
+	_, err := ParseConfig([]byte(cfg), "bad.yaml", nil)
+	if err == nil {
+		t.Fatal("the config was accepted")
+	}
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if rc := CheckConfig(path, &stdout, &stderr); rc != 1 {
+		t.Fatalf("check-config exit %d, want 1", rc)
+	}
+	for _, out := range []struct{ what, text string }{{"ParseConfig error", err.Error()}, {"check-config stderr", stderr.String()}} {
+		for _, s := range []string{adminTok, whsec, strings.TrimPrefix(whsec, "whsec_")} {
+			if strings.Contains(out.text, s) {
+				t.Errorf("%s quotes a secret (%.8s…):\n%s", out.what, s, out.text)
+			}
+		}
+	}
+}
+
+// TestConfigErrorsDoNotQuoteAnAliasNamedLikeASecret: a literal secret
+// written unquoted that starts with '*' is a YAML alias; the parser's
+// "unknown anchor 'X' referenced" text, which check-config prints as it is,
+// carries the rest of the secret.
+func TestConfigErrorsDoNotQuoteAnAliasNamedLikeASecret(t *testing.T) {
+	const tok = "Xy9SuperSecretAdminToken0123456789"
+	cfg := fmt.Sprintf("admin:\n  tokens:\n    - token: *%s\nstorage: {path: %q}\n", tok, t.TempDir())
+	_, err := ParseConfig([]byte(cfg), "bad.yaml", nil)
+	if err == nil {
+		t.Fatal("the config was accepted")
+	}
+	if strings.Contains(err.Error(), tok) {
+		t.Errorf("the config error quotes the admin token:\n%s", err)
+	}
 }

@@ -19,10 +19,20 @@ const headerReplayed = "Idempotent-Replayed"
 // unstoredHeaders are request headers never written to the store: they
 // authenticate to intermediaries and are nobody's business later.
 // Besides the standard ones, the custom headers that senders whose only
-// authentication is a static key put it in (as fasthttp spells them).
+// authentication is a static key put it in (as fasthttp spells them), and
+// see unstored.
 var unstoredHeaders = map[string]bool{
 	"Authorization": true, "Cookie": true, "Proxy-Authorization": true,
-	"X-Api-Key": true, "Api-Key": true, "X-Auth-Token": true, "X-Access-Token": true,
+	"X-Api-Key": true, "Api-Key": true,
+}
+
+// unstored reports whether a request header is kept out of the store:
+// those of unstoredHeaders, and every name ending in -Token or -Secret
+// (GitLab's X-Gitlab-Token is its webhook secret, Asana's X-Hook-Secret
+// the key it signs with). A -Key suffix is not enough: Bitbucket names its
+// event type X-Event-Key.
+func unstored(name []byte) bool {
+	return unstoredHeaders[string(name)] || bytes.HasSuffix(name, []byte("-Token")) || bytes.HasSuffix(name, []byte("-Secret"))
 }
 
 // ingest handles POST /ingest/{source}: verify, dedupe, persist, answer.
@@ -308,7 +318,7 @@ func requestHeaders(c *fiber.Ctx) map[string]string {
 	var ends [24][2]int // where each kept name and value ends in b
 	spans := ends[:0]
 	hdr.VisitAll(func(k, v []byte) {
-		if unstoredHeaders[string(k)] {
+		if unstored(k) {
 			return
 		}
 		b.Write(k)

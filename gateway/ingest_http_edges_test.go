@@ -424,3 +424,30 @@ func TestIngestChunkedWithoutTrailersIsAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestTokenAndSecretHeadersAreNotShown: GitLab webhooks
+// authenticate with nothing but the secret token in X-Gitlab-Token (the
+// "static key" kind of sender the unstored list is for). Received on a
+// source, the token must not be stored with the event and shown by
+// GET /events/{id}, as Authorization and X-Api-Key are not. Asana's
+// handshake sends the webhook's shared secret itself in X-Hook-Secret
+// (later events are signed with it in X-Hook-Signature): stored, anyone
+// who reads the event can sign events of their own.
+func TestIngestTokenAndSecretHeadersAreNotShown(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	const token = "glpat-SecretWebhookToken0123456789"
+	st, _, b := g.post("open", []byte(`{"id":"gl1","type":"push"}`), map[string]string{
+		"X-Gitlab-Token": token, "X-Gitlab-Event": "Push Hook", "X-Api-Key": token,
+		"X-Hook-Secret": token,
+	})
+	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	if ev.Headers["X-Gitlab-Event"] == "" {
+		t.Fatalf("headers %v: the event kept no provider header at all", ev.Headers)
+	}
+	for name, v := range ev.Headers {
+		if strings.Contains(v, token) {
+			t.Errorf("the event stored the provider's secret token in %s: GET /events/{id} shows it", name)
+		}
+	}
+}
