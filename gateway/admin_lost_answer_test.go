@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,5 +254,96 @@ func TestReplayAndRetryRunAgainAfterLostAnswer(t *testing.T) {
 	}
 	if d := g.dpDelivery(first.Data[0].ID); d.AttemptCount != 2 {
 		t.Fatalf("the replay's delivery made %d attempts, want 2 (its own and the retry's)", d.AttemptCount)
+	}
+}
+
+// failFirstEnqueue fails the first replay write, storing nothing: the
+// admin API answers 503 and gives the Idempotency-Key up (its use, and so
+// its start time, is kept for the retry the 503 invites).
+type failFirstEnqueue struct {
+	storage.Store
+	failed atomic.Bool
+}
+
+func (s *failFirstEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) error {
+	if s.failed.CompareAndSwap(false, true) {
+		return errors.New("disk briefly unwritable")
+	}
+	return s.Store.Enqueue(ctx, ds)
+}
+
+// An event replay under an Idempotency-Key, retried after a 503 (same
+// key, as the 503 invites) once another replay of the event was made in
+// between: its delivery is the newest, and lists say so. GET /events/{id}
+// and GET /deliveries are "newest first", GET /deliveries?since= bounds
+// created_at, and a bulk replay by status takes each endpoint's latest
+// delivery of an event: all of them read the order of delivery ids.
+func TestKeyedReplayRetriedAfter503IsTheNewestDelivery(t *testing.T) {
+	rcv := newReceiver(t)
+	s := &failFirstEnqueue{}
+	g := startGateway(t, gwOptions{
+		wrapStore: func(st storage.Store) storage.Store { s.Store = st; return s },
+		extra:     fmt.Sprintf("endpoints:\n  - {id: ko, tenant: acme, url: %q}\n", rcv.url("ko")),
+	})
+	ids := ingestN(t, g, "ko", 1)
+	waitFor(t, 10*time.Second, "the original", func() bool { return rcv.countAt("ko") == 1 })
+	path := "/events/" + ids[0] + "/replay"
+	if st, _, b := g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1"); st != 503 {
+		t.Fatalf("first try: %d %s", st, b)
+	}
+	// Another operator's replay meanwhile (no key).
+	mid := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
+	// Strictly later than mid, on the API's clock.
+	waitFor(t, 5*time.Second, "the clock to pass mid's creation", func() bool {
+		c, _ := time.Parse(time.RFC3339Nano, mid.CreatedAt)
+		return time.Now().After(c.Add(2 * time.Millisecond))
+	})
+	keyed := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1")).Data[0]
+	if keyed.CreatedAt <= mid.CreatedAt {
+		t.Fatalf("keyed created_at %s not after mid's %s", keyed.CreatedAt, mid.CreatedAt)
+	}
+	ev := must[eventView](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
+	if len(*ev.Deliveries) != 3 || (*ev.Deliveries)[0].ID != keyed.ID {
+		t.Errorf("GET /events/{id} newest first: %+v; the newest is %s (created %s)", *ev.Deliveries, keyed.ID, keyed.CreatedAt)
+	}
+	list := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil))
+	if len(list.Data) != 3 || list.Data[0].ID != keyed.ID {
+		t.Errorf("GET /deliveries?event= newest first: first is %s (created %s), want %s (created %s)",
+			list.Data[0].ID, list.Data[0].CreatedAt, keyed.ID, keyed.CreatedAt)
+	}
+	since := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?since="+url.QueryEscape(keyed.CreatedAt), acmeToken, nil))
+	if len(since.Data) != 1 || since.Data[0].ID != keyed.ID {
+		t.Errorf("GET /deliveries?since=%s lists %d deliveries, want the keyed replay's %s", keyed.CreatedAt, len(since.Data), keyed.ID)
+	}
+}
+
+// The bulk-replay side of the same order: "status": "failed" takes each
+// endpoint's latest delivery of an event. The keyed replay retried after a
+// 503 succeeded after the other replay failed, so nothing of the event is
+// failed any more and the job must match nothing.
+func TestStatusReplayTakesTheKeyedReplayAsLatest(t *testing.T) {
+	rcv := newReceiver(t)
+	s := &failFirstEnqueue{}
+	g := startGateway(t, gwOptions{
+		wrapStore: func(st storage.Store) storage.Store { s.Store = st; return s },
+		extra:     fmt.Sprintf("endpoints:\n  - {id: kl, tenant: acme, url: %q, retry: {max_attempts: 1}}\n", rcv.url("kl")),
+	})
+	ids := ingestN(t, g, "kl", 1)
+	waitFor(t, 10*time.Second, "the original", func() bool { return rcv.countAt("kl") == 1 })
+	path := "/events/" + ids[0] + "/replay"
+	if st, _, b := g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1"); st != 503 {
+		t.Fatalf("first try: %d %s", st, b)
+	}
+	rcv.failAt("kl", true)
+	mid := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
+	waitDeliveryState(t, g, mid.ID, "failed")
+	rcv.failAt("kl", false)
+	keyed := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1")).Data[0]
+	waitDeliveryState(t, g, keyed.ID, "succeeded")
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "kl", "status": "failed"}))
+	job = waitReplay(t, g, acmeToken, job.ID)
+	if job.Matched != 0 || job.Enqueued != 0 {
+		t.Fatalf("replay of failed matched %d, enqueued %d: the event's latest delivery to kl (%s, created %s) succeeded; the failed one (%s, created %s) is older",
+			job.Matched, job.Enqueued, keyed.ID, keyed.CreatedAt, mid.ID, mid.CreatedAt)
 	}
 }
