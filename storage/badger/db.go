@@ -119,21 +119,22 @@ type DB struct {
 	// value log.
 	valueThreshold int
 
-	mu       sync.RWMutex // guards isClosed against sends on ops
+	mu       sync.RWMutex // guards isClosed against sends on ops and new reads
 	isClosed bool
+	// reads counts views in flight: Close waits for them before closing
+	// Badger. Added to only under mu while !isClosed.
+	reads sync.WaitGroup
 
-	// applying, committed and synced count batches: started and finished
-	// (committed or failed) by the writer, made durable by the syncer.
+	// applying and synced count batches: started by the writer (each then
+	// sent to the syncer once, failed or not), made durable by the syncer.
 	// A batch is readable before its commit returns, so a reader's target
-	// is applying, not committed. durable is closed and replaced after each
-	// sync.
-	applying  atomic.Uint64
-	committed atomic.Uint64
-	synced    atomic.Uint64
-	syncMu    sync.Mutex
-	durable   chan struct{}
-	failed    atomic.Pointer[error]
-	stats     syncStats
+	// is applying. durable is closed and replaced after each sync.
+	applying atomic.Uint64
+	synced   atomic.Uint64
+	syncMu   sync.Mutex
+	durable  chan struct{}
+	failed   atomic.Pointer[error]
+	stats    syncStats
 }
 
 // op is one caller's share of a batch. fn must do all of its reads and
@@ -281,8 +282,9 @@ func lockDir(dir string) (*os.File, error) {
 // Dir returns the directory the store lives in.
 func (db *DB) Dir() string { return db.db.Opts().Dir }
 
-// Close stops the writer after the operations already queued, then closes
-// Badger (which flushes and syncs). Safe to call more than once.
+// Close stops the writer after the operations already queued, waits for
+// the reads in flight, then closes Badger (which flushes and syncs). Safe
+// to call more than once.
 func (db *DB) Close() error {
 	var err error
 	db.closed.Do(func() {
@@ -292,6 +294,7 @@ func (db *DB) Close() error {
 		db.mu.Unlock()
 		<-db.done
 		db.bg.Wait()
+		db.reads.Wait()
 		err = db.closeBadger()
 		_ = db.lock.Close()
 	})
@@ -360,14 +363,18 @@ func (db *DB) submit(ctx context.Context, o *op) error {
 	return o.err
 }
 
-// view runs fn in a read-only snapshot.
+// view runs fn in a read-only snapshot. Close waits for views in flight
+// before it closes Badger, after the writer has stopped: an fn that waits
+// on the writer (as waitDurable does) cannot hold Close up for ever.
 func (db *DB) view(fn func(txn *bdg.Txn) error) error {
 	db.mu.RLock()
-	closed := db.isClosed
-	db.mu.RUnlock()
-	if closed {
+	if db.isClosed {
+		db.mu.RUnlock()
 		return storage.ErrClosed
 	}
+	db.reads.Add(1)
+	db.mu.RUnlock()
+	defer db.reads.Done()
 	err := db.db.View(fn)
 	if errors.Is(err, bdg.ErrDBClosed) {
 		return storage.ErrClosed
@@ -443,7 +450,6 @@ func (db *DB) commit(batch []*op) {
 	}
 	db.applying.Add(1)
 	err := db.apply(batch)
-	db.committed.Add(1)
 	if err != nil {
 		// Floors may have moved past entries this batch did not move after all.
 		db.floors.reset()
@@ -477,6 +483,12 @@ func release(batch []*op, err error) {
 // committed before it started, then their ops are released.
 func (db *DB) syncLoop(done chan struct{}) {
 	defer close(done)
+	// received counts the batches received: the writer sends each batch
+	// once, in order, so these are the first applied. Until 2026-12-02
+	// synced was the writer's count of batches committed, read after the
+	// drain: a batch counted but not yet sent was taken as synced without
+	// its value log (mayWriteValues saw only the group).
+	var received uint64
 	for batch := range db.syncs {
 		group := [][]*op{batch}
 	drain:
@@ -491,7 +503,7 @@ func (db *DB) syncLoop(done chan struct{}) {
 				break drain
 			}
 		}
-		target := db.committed.Load()
+		received += uint64(len(group))
 		start := time.Now()
 		err := db.sync(mayWriteValues(group))
 		took := time.Since(start)
@@ -508,7 +520,7 @@ func (db *DB) syncLoop(done chan struct{}) {
 			release(b, err)
 		}
 		if err == nil {
-			db.synced.Store(target)
+			db.synced.Store(received)
 		}
 		db.syncMu.Lock()
 		close(db.durable)

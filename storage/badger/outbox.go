@@ -229,6 +229,9 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 	}
 	return db.update(ctx, 512+len(att), func(txn *bdg.Txn) error {
 		d, err := getDelivery(txn, out.Delivery)
+		if errors.Is(err, storage.ErrNotFound) {
+			return storage.ErrLeaseLost // purged (or never there): not held
+		}
 		if err != nil {
 			return err
 		}

@@ -100,6 +100,14 @@ func (db *DB) purgeWindow(ctx context.Context, cutoff, liveCutoff time.Time, lim
 				if ok && !t.Before(cutoff) {
 					break
 				}
+				if ok && t.Equal(cutoff.Truncate(time.Millisecond)) {
+					// The ID has whole milliseconds: in the cutoff's, the
+					// record's received_at decides (unreadable: next sweep).
+					var ev storage.Event
+					if err := getEvent(txn, id, &ev); err != nil || !ev.ReceivedAt.Before(cutoff) {
+						continue
+					}
+				}
 				if n >= limit || examined >= purgeScanBudget {
 					stopped = true
 					break

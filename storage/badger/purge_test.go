@@ -97,3 +97,63 @@ func TestPurgeReturnsShortOnlyAtTheEnd(t *testing.T) {
 		t.Fatalf("purged per call: %v, want [3 3 3 1]", got)
 	}
 }
+
+// Purge deletes events received before cutoff. The time in an event's ID
+// has whole milliseconds: in the cutoff's millisecond the record's
+// received_at decides, as in a Postgres engine (received_at < cutoff).
+// Until 2026-12-02 an event received after the cutoff in that millisecond
+// was deleted.
+func TestPurgeKeepsAnEventReceivedJustAfterTheCutoff(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	ms := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	cutoff := ms.Add(400 * time.Microsecond)
+	before := acceptRequest("before", `{}`, ms.Add(100*time.Microsecond), "ep1")
+	after := acceptRequest("after", `{}`, ms.Add(800*time.Microsecond), "ep1")
+	for _, r := range []*storage.AcceptRequest{before, after} {
+		r.Deliveries = nil // nothing keeps them: only the cutoff decides
+		if _, err := db.Accept(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := db.Purge(ctx, cutoff, cutoff, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetEvent(ctx, before.Event.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("event received before the cutoff was kept: %v", err)
+	}
+	if _, err := db.GetEvent(ctx, after.Event.ID); err != nil {
+		t.Fatalf("event received %v after the cutoff was purged (purged %d): %v",
+			after.Event.ReceivedAt.Sub(cutoff), n, err)
+	}
+}
+
+// Complete "fails with ErrLeaseLost unless the delivery is still held
+// under out.Lease": a claimed delivery that retention purged under an
+// attempt in flight is not held. Until 2026-12-02 Complete answered
+// ErrNotFound, which the dispatcher logged as an error.
+func TestCompleteOfADeliveryPurgedInFlightIsLeaseLost(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	old := now.Add(-3 * time.Hour)
+	if _, err := db.Accept(ctx, acceptRequest("inflight", `{}`, old, "ep1")); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := db.Claim(ctx, "ep1", now, 1, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %+v", err, jobs)
+	}
+	// Its retry budget started before both cutoffs: retention takes it.
+	cutoff := now.Add(-time.Hour)
+	if k, err := db.Purge(ctx, cutoff, cutoff, 10); err != nil || k != 1 {
+		t.Fatalf("purge: %d %v", k, err)
+	}
+	d := jobs[0].Delivery
+	err = db.Complete(ctx, &storage.Outcome{Delivery: d.ID, Lease: d.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded})
+	if !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("outcome of a purged in-flight delivery: %v, want ErrLeaseLost", err)
+	}
+}

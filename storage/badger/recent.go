@@ -30,8 +30,9 @@ func newRecentKeys() *recentKeys {
 	return &recentKeys{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, recentSlots)}
 }
 
-// hash returns k's hash; never 0, which marks an empty slot.
-func (r *recentKeys) hash(k []byte) uint64 { return maphash.Bytes(r.seed, k) | 1 }
+// hash returns k's hash; never 0, which marks an empty slot. The mark is
+// the top bit: the slot comes from the low bits.
+func (r *recentKeys) hash(k []byte) uint64 { return maphash.Bytes(r.seed, k) | 1<<63 }
 
 // mayContain reports whether the key hashing to h was added and not yet
 // replaced.

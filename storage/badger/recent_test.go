@@ -33,3 +33,20 @@ func TestRecentKeys(t *testing.T) {
 		t.Fatal("a replaced slot still answers for its old key")
 	}
 }
+
+// The hash's non-empty mark must not be in the bits that pick the slot:
+// until 2026-12-02 it was bit 0, so every key went to an odd slot and the
+// table remembered half the keys its size promises.
+func TestRecentKeysUseEverySlot(t *testing.T) {
+	r := newRecentKeys()
+	even := 0
+	for i := range 4096 {
+		h := r.hash(fmt.Appendf(nil, "dd:acme\x00stripe\x00evt-%d", i))
+		if h&(recentSlots-1)%2 == 0 {
+			even++
+		}
+	}
+	if even == 0 {
+		t.Fatalf("none of 4096 keys went to an even slot: half of the %d slots are never used", recentSlots)
+	}
+}
