@@ -59,6 +59,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 		JSONEncoder:                  marshalPlainJSON,
 		ReadTimeout:                  30 * time.Second,
 		WriteTimeout:                 30 * time.Second,
+		ReadBufferSize:               16 << 10, // the header block's limit, as on the ingest listener
 	})
 	app.Use(recoverPanics(g.log, g.metrics.refused("admin", "panic")), checkFraming(g.metrics.refused("admin", "framing")), refuseEncodedBodies)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,5 +75,16 @@ func TestAdminIdempotentPostToARouteWithoutPostKeepsAllow(t *testing.T) {
 		if hdr.Get(headerReplayed) != "" {
 			t.Fatalf("try %d: a stored answer was replayed for a request no handler ran", i+1)
 		}
+	}
+}
+
+// The admin listener takes a header block of up to 16 KiB, as the ingest
+// listener does (README): a request with a 10 KB header (a long bearer
+// token, proxies' headers) was a 431 there at 4 KiB.
+func TestAdminHeaderBlockLimitIs16KiB(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 10000)))
+	if st, _, b := g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 17000)); st != 431 {
+		t.Fatalf("a 17 KB header: %d %s, want 431", st, b)
 	}
 }
