@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,19 +12,6 @@ import (
 
 // Another endpoint signing secret for the restart with a changed config.
 const rotatedEndpointSecret = "whsec_cm90YXRlZC1lbmRwb2ludC1zZWNyZXQtMzItYnl0ZXMh"
-
-// writeConfigWith writes the supervisor's config.yaml with the given
-// endpoint URL and signing secret (the rest as defaultConfig).
-func writeConfigWith(t *testing.T, s *supervisor, receiverURL, epSecret string) {
-	t.Helper()
-	c := defaultConfig
-	cfg := fmt.Sprintf(configTemplate, strings.TrimPrefix(s.ingestURL, "http://"), strings.TrimPrefix(s.adminURL, "http://"),
-		operatorToken, s.dataDir, "", c.timeout, c.maxElapsed,
-		sourceID, tenantID, sourceSecret, endpointID, tenantID, receiverURL, epSecret, c.maxInFlight)
-	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Deliveries pending (the endpoint answers 500) when the gateway is
 // SIGKILLed; it restarts with a config.yaml that moves the endpoint to
@@ -70,7 +55,9 @@ func TestConfigMovedEndpointAcrossKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := oldHits.Load()
-	writeConfigWith(t, sup, rc.URL(), rotatedEndpointSecret)
+	c := defaultConfig
+	c.secret = rotatedEndpointSecret
+	sup.writeConfig(t, rc.URL(), c)
 	if err := sup.start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,26 +1,10 @@
 package crashtest
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"testing"
 	"time"
 )
-
-// writeConfigEndpointID writes config.yaml with the config endpoint named
-// epID (the default one, "receiver", is then gone from config.yaml).
-func writeConfigEndpointID(t *testing.T, s *supervisor, epID, receiverURL string) {
-	t.Helper()
-	c := defaultConfig
-	cfg := fmt.Sprintf(configTemplate, strings.TrimPrefix(s.ingestURL, "http://"), strings.TrimPrefix(s.adminURL, "http://"),
-		operatorToken, s.dataDir, "", c.timeout, c.maxElapsed,
-		sourceID, tenantID, sourceSecret, epID, tenantID, receiverURL, endpointSecret, c.maxInFlight)
-	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A config.yaml endpoint with a backlog (a slow receiver, thousands
 // pending and some in flight) is removed from config.yaml across a
@@ -47,14 +31,16 @@ func TestConfigEndpointRemovedThenReaddedAcrossKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	slowBefore := len(slow.hit)
-	writeConfigEndpointID(t, sup, "other", sink.srv.URL)
+	other := defaultConfig
+	other.endpoint = "other"
+	sup.writeConfig(t, sink.srv.URL, other)
 	if err := sup.start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := sup.kill(); err != nil {
 		t.Fatal(err)
 	}
-	writeConfigEndpointID(t, sup, endpointID, fresh.srv.URL)
+	sup.writeConfig(t, fresh.srv.URL, defaultConfig)
 	if err := sup.start(); err != nil {
 		t.Fatal(err)
 	}

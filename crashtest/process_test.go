@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -72,6 +73,7 @@ type gatewayConfig struct {
 	timeout, maxElapsed string
 	retention           string // "" = the default
 	maxInFlight         int
+	endpoint, secret    string // the endpoint's id and signing secret; "" = endpointID, endpointSecret
 }
 
 // defaultConfig is the config newSupervisor writes.
@@ -87,7 +89,7 @@ func (s *supervisor) writeConfig(t *testing.T, receiverURL string, c gatewayConf
 	}
 	cfg := fmt.Sprintf(configTemplate, strings.TrimPrefix(s.ingestURL, "http://"), strings.TrimPrefix(s.adminURL, "http://"),
 		operatorToken, s.dataDir, retention, c.timeout, c.maxElapsed,
-		sourceID, tenantID, sourceSecret, endpointID, tenantID, receiverURL, endpointSecret, c.maxInFlight)
+		sourceID, tenantID, sourceSecret, cmp.Or(c.endpoint, endpointID), tenantID, receiverURL, cmp.Or(c.secret, endpointSecret), c.maxInFlight)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 		fl.SetOutput(stderr)
 		path := fl.String("config", "config.yaml", "config file to check")
 		if err := fl.Parse(args); err != nil {
-			return 2
+			return parseExit(err)
 		}
 		// "check-config FILE" means that file: checking ./config.yaml
 		// instead, and saying OK, would pass a file nobody read.
@@ -47,6 +47,9 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 			return unexpectedArgs(stderr, cmd, fl.Args())
 		}
 		return CheckConfig(*path, stdout, stderr)
+	case "help":
+		fmt.Fprintln(stdout, usage)
+		return 0
 	case "version":
 		if len(args) > 0 {
 			return unexpectedArgs(stderr, cmd, args)
@@ -54,9 +57,25 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "hookgate %s\n", b.Version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "hookgate: unknown command %q (want serve, check-config or version)\n", cmd)
+		fmt.Fprintf(stderr, "hookgate: unknown command %q (want serve, check-config, version or help)\n", cmd)
 		return 2
 	}
+}
+
+// usage is what "hookgate help" prints.
+const usage = `usage:
+  hookgate [serve] [-config FILE]     run the gateway (default -config config.yaml)
+  hookgate check-config [-config] FILE
+                                      validate a config file: exit 0, or 1 with every error
+  hookgate version                    print the version`
+
+// parseExit is the exit code of a command whose flags did not parse: 0
+// for -h or -help (the flag package has printed the flags), else 2.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 // unexpectedArgs refuses arguments a command does not take (exit 2).
@@ -70,7 +89,7 @@ func serve(args []string, b Build, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	path := fl.String("config", "config.yaml", "config file")
 	if err := fl.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if fl.NArg() > 0 {
 		return unexpectedArgs(stderr, "serve", fl.Args())

@@ -151,3 +151,19 @@ func TestConfigIPv4WildcardClashesWithIPv6LoopbackOnOnePort(t *testing.T) {
 			"want exit 1 at admin.listen (net.Listen of the second fails: %v)", port, port, code, stderr, err)
 	}
 }
+
+// Asking for help is not a usage error: -h and -help of serve and
+// check-config print the flags and exit 0, as "hookgate help" prints the
+// commands; an unknown flag still exits 2.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"serve", "-help"}, {"check-config", "-h"}, {"help"}} {
+		var out, errOut bytes.Buffer
+		if code := Main(args, Build{Version: "test"}, &out, &errOut); code != 0 || !strings.Contains(out.String()+errOut.String(), "-config") {
+			t.Errorf("hookgate %v: exit %d, output %q %q; want 0 and the flags", args, code, out.String(), errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"check-config", "-bogus"}, Build{Version: "test"}, &out, &errOut); code != 2 {
+		t.Errorf("an unknown flag: exit %d, want 2", code)
+	}
+}
