@@ -148,6 +148,13 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if u, ok := usedKey(c); ok && u.again && d.State == storage.StateSucceeded && !d.RetryFrom.Before(u.since) {
+		// Retried and delivered since this use of its Idempotency-Key
+		// began: by the request's first run, whose answer was lost (or by
+		// another retry meanwhile). Retried again, it would be sent once
+		// more, for nothing.
+		return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
+	}
 	snap, done := a.g.reg.use() // until the retry is written
 	defer done()
 	eps := snap.endpoints
@@ -163,13 +170,6 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 		return newAPIError(fiber.StatusConflict, "endpoint-disabled", "", "the delivery's endpoint is disabled; enable it first")
 	case d.State == storage.StateCancelled:
 		return newAPIError(fiber.StatusConflict, "delivery-cancelled", "", "a cancelled delivery cannot be retried; replay its event instead")
-	}
-	if u, ok := usedKey(c); ok && u.again && d.State == storage.StateSucceeded && !d.RetryFrom.Before(u.since) {
-		// Retried and delivered since this use of its Idempotency-Key
-		// began: by the request's first run, whose answer was lost (or by
-		// another retry meanwhile). Retried again, it would be sent once
-		// more, for nothing.
-		return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()

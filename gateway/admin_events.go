@@ -251,21 +251,33 @@ func (a *adminAPI) notReplayedYet(ctx context.Context, c *fiber.Ctx, ds []storag
 	if !u.again || len(ds) == 0 {
 		return ds, nil
 	}
-	// Made since the use began, by this request or others.
-	made, _, err := a.g.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ds[0].Event, Since: u.since, Limit: maxPageLimit})
-	if err != nil {
-		return nil, err
+	// The event's deliveries made since the use began, every page of them
+	// (other replays may have made many since): ours are keyed by it.
+	found := make([]bool, len(ds))
+	for f, left := (storage.DeliveryFilter{Event: ds[0].Event, Since: u.since, Limit: maxPageLimit}), len(ds); left > 0; {
+		made, next, err := a.g.store.ListDeliveries(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for i := range ds {
+			j := slices.IndexFunc(made, func(d storage.Delivery) bool {
+				return d.Endpoint == ds[i].Endpoint && storage.IsKeyedID(d.ID, "dlv_", parts(&ds[i])...)
+			})
+			if !found[i] && j >= 0 {
+				ds[i], found[i] = made[j], true
+				left--
+			}
+		}
+		if next == "" {
+			break
+		}
+		f.Cursor = next
 	}
 	var fresh []storage.Delivery
 	for i := range ds {
-		j := slices.IndexFunc(made, func(d storage.Delivery) bool {
-			return d.Endpoint == ds[i].Endpoint && storage.IsKeyedID(d.ID, "dlv_", parts(&ds[i])...)
-		})
-		if j < 0 {
+		if !found[i] {
 			fresh = append(fresh, ds[i])
-			continue
 		}
-		ds[i] = made[j]
 	}
 	return fresh, nil
 }

@@ -347,3 +347,51 @@ func TestStatusReplayTakesTheKeyedReplayAsLatest(t *testing.T) {
 			job.Matched, job.Enqueued, keyed.ID, keyed.CreatedAt, mid.ID, mid.CreatedAt)
 	}
 }
+
+// A keyed event replay whose answer was lost is run again. Meanwhile the
+// event got maxPageLimit (1000) more deliveries (other replays): the run
+// again still finds its first run's delivery, past the first page of the
+// event's deliveries, and sends nothing more.
+func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startWrapped(t, rcv, func(s storage.Store) storage.Store {
+		return &lostAnswers{Store: s, lease: time.Second}
+	})
+	id := ingestN(t, g, "pl", 1)[0]
+	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+	path := "/events/" + id + "/replay"
+	first := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "pl-1"))
+	if len(first.Data) != 1 {
+		t.Fatalf("first run: %+v", first.Data)
+	}
+	ctx := context.Background()
+	ev, err := g.Store().GetEvent(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1000 later deliveries of the same event, to an endpoint id that is
+	// not "a" (as other replays to other endpoints would make).
+	base := time.Now()
+	var more []storage.Delivery
+	for i := range maxPageLimit {
+		now := base.Add(time.Duration(i) * time.Microsecond)
+		more = append(more, storage.Delivery{
+			ID: storage.NewID("dlv_", now), Event: ev.ID, Tenant: ev.Tenant, Endpoint: "zz-other",
+			IdempotencyKey: ev.IdempotencyKey, State: storage.StateCancelled,
+			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
+		})
+	}
+	for len(more) > 0 {
+		n := min(100, len(more))
+		if err := g.Store().Enqueue(ctx, more[:n]); err != nil {
+			t.Fatal(err)
+		}
+		more = more[n:]
+	}
+	again := rerun[apiList[deliveryView]](t, g, path, jsonMap{}, "pl-1", 202)
+	if len(again.Data) != 1 || again.Data[0].ID != first.Data[0].ID {
+		ds, _, _ := g.Store().ListDeliveries(ctx, storage.DeliveryFilter{Event: id, Endpoint: "a", Limit: 10})
+		t.Fatalf("run again answered %s; the first run made %s; the event has %d deliveries to a (want 2: original + one replay)",
+			again.Data[0].ID, first.Data[0].ID, len(ds))
+	}
+}
