@@ -207,6 +207,10 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	if err := a.checkRetention(&ep); err != nil {
 		return err
 	}
+	if n := len(a.g.reg.current().byTenant[ep.Tenant]); n >= maxEndpointsPerTenant {
+		return newAPIError(fiber.StatusConflict, "too-many-endpoints", "tenant",
+			fmt.Sprintf("the tenant has %d endpoints, the most it may have; delete one first", n))
+	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	if a.g.backlogs.pending(ep.ID) {

@@ -337,3 +337,24 @@ func TestAdminEndpointChangeKeepsConcurrentDisable(t *testing.T) {
 		t.Fatalf("the change itself was lost: timeout %s", ep.Timeout)
 	}
 }
+
+// POST /endpoints past maxEndpointsPerTenant (config.yaml's endpoints
+// count too) is a 409 that says so, instead of an endpoint whose tenant's
+// events could no longer be stored; a delete makes room again.
+func TestAdminEndpointsPerTenantBound(t *testing.T) {
+	defer func(n int) { maxEndpointsPerTenant = n }(maxEndpointsPerTenant)
+	g := startGateway(t, gwOptions{})
+	have := len(must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints?limit=1000", acmeToken, nil)).Data)
+	maxEndpointsPerTenant = have + 1
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-1", "url": "https://a.example.com/"}))
+	p := wantProblem(t, "past the bound", 409, "tenant")(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-2", "url": "https://a.example.com/"}))
+	if !strings.HasSuffix(p.Type, "/too-many-endpoints") {
+		t.Fatalf("problem %+v", p)
+	}
+	// Another tenant's bound is its own.
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "bound-g", "tenant": "globex", "url": "https://a.example.com/"}))
+	if st, _, b := g.api("DELETE", "/endpoints/bound-1", acmeToken, nil); st != 204 {
+		t.Fatalf("delete: %d %s", st, b)
+	}
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-2", "url": "https://a.example.com/"}))
+}

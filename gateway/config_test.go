@@ -834,3 +834,23 @@ func TestYAMLErrorsHaveTheirLine(t *testing.T) {
 		}
 	}
 }
+
+// A tenant has at most maxEndpointsPerTenant endpoints: an event is stored
+// with a delivery to each subscriber in one write, and past ~10,000 that
+// write does not fit in one Badger transaction, so the event could never
+// be accepted (503 to every retry of the provider). Config names the
+// endpoint past the bound; another tenant's endpoints do not count.
+func TestConfigBoundsEndpointsPerTenant(t *testing.T) {
+	defer func(n int) { maxEndpointsPerTenant = n }(maxEndpointsPerTenant)
+	maxEndpointsPerTenant = 2
+	eps := "endpoints:\n" +
+		"  - {id: a1, tenant: acme, url: \"https://a.example.com/\"}\n" +
+		"  - {id: g1, tenant: globex, url: \"https://a.example.com/\"}\n" +
+		"  - {id: a2, tenant: acme, url: \"https://a.example.com/\"}\n" +
+		"  - {id: g2, tenant: globex, url: \"https://a.example.com/\"}\n"
+	if _, err := parse(t, withSources(eps), nil); err != nil {
+		t.Fatalf("two endpoints for each of two tenants: %v", err)
+	}
+	_, err := parse(t, withSources(eps+"  - {id: a3, tenant: acme, url: \"https://a.example.com/\"}\n"), nil)
+	wantError(t, err, "endpoints[4]", 14, `tenant "acme" has more than 2 endpoints`)
+}

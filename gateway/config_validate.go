@@ -495,8 +495,16 @@ func validWhsec(s string, minLen int) bool {
 // minEndpointSecret is the Standard Webhooks minimum secret length in bytes.
 const minEndpointSecret = 24
 
+// maxEndpointsPerTenant bounds a tenant's endpoints (config.yaml and the
+// admin API): an event is stored with a delivery to each subscriber in
+// one write, and a write past ~10,000 deliveries does not fit in one
+// Badger transaction (the event could never be accepted). A variable for
+// tests.
+var maxEndpointsPerTenant = 5000
+
 func (d *decoder) endpoints(endpoints []EndpointConfig, sources map[string]*SourceConfig) {
 	first := map[string]int{}
+	perTenant := map[string]int{}
 	for i := range endpoints {
 		e := &endpoints[i]
 		key := fmt.Sprintf("endpoints[%d]", i)
@@ -504,6 +512,9 @@ func (d *decoder) endpoints(endpoints []EndpointConfig, sources map[string]*Sour
 			first[e.ID] = i
 		}
 		d.tenant(key+".tenant", e.Tenant)
+		if perTenant[e.Tenant]++; perTenant[e.Tenant] == maxEndpointsPerTenant+1 {
+			d.fail(key, "tenant %q has more than %d endpoints, the most a tenant may have", e.Tenant, maxEndpointsPerTenant)
+		}
 		d.url(key+".url", e.URL)
 		if e.Secret != "" && !validWhsec(e.Secret, minEndpointSecret) {
 			d.fail(key+".secret", "must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", minEndpointSecret)
