@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -29,6 +31,7 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 		src := sourceFromConfig(sc, now)
 		if old, err := s.GetSource(ctx, sc.ID); err == nil && old.Tenant == sc.Tenant {
 			src.CreatedAt = old.CreatedAt
+			src.UpdatedAt = unchangedSince(src, old, old.UpdatedAt, now)
 		}
 		if err := s.PutSource(ctx, &src); err != nil {
 			return fmt.Errorf("source %s: %w", sc.ID, err)
@@ -63,6 +66,9 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 		if len(ep.Secrets) == 0 {
 			ep.Secrets = []storage.Secret{{Value: newSecret()}}
 		}
+		if old, err := s.GetEndpoint(ctx, ec.ID); err == nil && old.Tenant == ec.Tenant {
+			ep.UpdatedAt = unchangedSince(ep, old, old.UpdatedAt, now)
+		}
 		if err := s.PutEndpoint(ctx, &ep); err != nil {
 			return fmt.Errorf("endpoint %s: %w", ec.ID, err)
 		}
@@ -77,6 +83,29 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 		}
 	}
 	return nil
+}
+
+// unchangedSince is the updated_at of an entry config.yaml applies again:
+// the stored one's (since) when nothing but that time differs, else now.
+// A restart with the same config.yaml changes nothing a user can see.
+func unchangedSince[T storage.Source | storage.Endpoint](applied, stored T, since, now time.Time) time.Time {
+	setUpdated(&applied, since)
+	setUpdated(&stored, since)
+	a, errA := json.Marshal(applied)
+	b, errB := json.Marshal(stored)
+	if errA == nil && errB == nil && bytes.Equal(a, b) {
+		return since
+	}
+	return now
+}
+
+func setUpdated[T storage.Source | storage.Endpoint](v *T, t time.Time) {
+	switch v := any(v).(type) {
+	case *storage.Source:
+		v.UpdatedAt = t
+	case *storage.Endpoint:
+		v.UpdatedAt = t
+	}
 }
 
 // refuseTakeovers refuses a config.yaml whose source or endpoint ids are
