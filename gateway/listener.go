@@ -44,6 +44,7 @@ func (l *trackingListener) closeAll() int {
 	}
 	l.mu.Unlock()
 	for _, c := range open {
+		c.cut.Store(true)
 		_ = c.Close()
 	}
 	return len(open)
@@ -56,6 +57,34 @@ type trackedConn struct {
 	// linger is set when the server refused a request whose body it did
 	// not read (over max_body, or unparsable): see Close.
 	linger atomic.Bool
+	// cut is set when closeAll closed the connection under a handler
+	// still running: see SetDeadline.
+	cut atomic.Bool
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline ignore the error of a
+// connection closeAll cut: fasthttp panics when it cannot set a deadline
+// ("BUG: error in SetWriteDeadline"), and the handler of an ingest that
+// outlived the grace period returned to just that, which killed the
+// process before the store was closed. Its write then fails as any write
+// to a closed connection does.
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	return c.ignoreIfCut(c.Conn.SetDeadline(t))
+}
+
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	return c.ignoreIfCut(c.Conn.SetReadDeadline(t))
+}
+
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	return c.ignoreIfCut(c.Conn.SetWriteDeadline(t))
+}
+
+func (c *trackedConn) ignoreIfCut(err error) error {
+	if err != nil && c.cut.Load() {
+		return nil
+	}
+	return err
 }
 
 // Lingering close bounds: how long, and how much of an unread body, Close
