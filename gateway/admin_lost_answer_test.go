@@ -272,6 +272,27 @@ func (s *failFirstEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) e
 	return s.Store.Enqueue(ctx, ds)
 }
 
+// keyedReplayAfter503 starts a gateway with endpoint ep (settings added to
+// its config line) on rcv over a store whose first Enqueue fails, ingests
+// one event, and sends its replay under Idempotency-Key ep+"-1": a 503
+// that gives the key up, keeping its use for the retry. It returns the
+// event ids and the replay's path.
+func keyedReplayAfter503(t *testing.T, rcv *receiver, ep, settings string) (*gw, []string, string) {
+	t.Helper()
+	s := &failFirstEnqueue{}
+	g := startGateway(t, gwOptions{
+		wrapStore: func(st storage.Store) storage.Store { s.Store = st; return s },
+		extra:     fmt.Sprintf("endpoints:\n  - {id: %s, tenant: acme, url: %q%s}\n", ep, rcv.url(ep), settings),
+	})
+	ids := ingestN(t, g, ep, 1)
+	waitFor(t, 10*time.Second, "the original", func() bool { return rcv.countAt(ep) == 1 })
+	path := "/events/" + ids[0] + "/replay"
+	if st, _, b := g.api("POST", path, acmeToken, nil, "Idempotency-Key", ep+"-1"); st != 503 {
+		t.Fatalf("first try: %d %s", st, b)
+	}
+	return g, ids, path
+}
+
 // An event replay under an Idempotency-Key, retried after a 503 (same
 // key, as the 503 invites) once another replay of the event was made in
 // between: its delivery is the newest, and lists say so. GET /events/{id}
@@ -280,17 +301,7 @@ func (s *failFirstEnqueue) Enqueue(ctx context.Context, ds []storage.Delivery) e
 // delivery of an event: all of them read the order of delivery ids.
 func TestKeyedReplayRetriedAfter503IsTheNewestDelivery(t *testing.T) {
 	rcv := newReceiver(t)
-	s := &failFirstEnqueue{}
-	g := startGateway(t, gwOptions{
-		wrapStore: func(st storage.Store) storage.Store { s.Store = st; return s },
-		extra:     fmt.Sprintf("endpoints:\n  - {id: ko, tenant: acme, url: %q}\n", rcv.url("ko")),
-	})
-	ids := ingestN(t, g, "ko", 1)
-	waitFor(t, 10*time.Second, "the original", func() bool { return rcv.countAt("ko") == 1 })
-	path := "/events/" + ids[0] + "/replay"
-	if st, _, b := g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1"); st != 503 {
-		t.Fatalf("first try: %d %s", st, b)
-	}
+	g, ids, path := keyedReplayAfter503(t, rcv, "ko", "")
 	// Another operator's replay meanwhile (no key).
 	mid := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
 	// Strictly later than mid, on the API's clock.
@@ -323,17 +334,7 @@ func TestKeyedReplayRetriedAfter503IsTheNewestDelivery(t *testing.T) {
 // failed any more and the job must match nothing.
 func TestStatusReplayTakesTheKeyedReplayAsLatest(t *testing.T) {
 	rcv := newReceiver(t)
-	s := &failFirstEnqueue{}
-	g := startGateway(t, gwOptions{
-		wrapStore: func(st storage.Store) storage.Store { s.Store = st; return s },
-		extra:     fmt.Sprintf("endpoints:\n  - {id: kl, tenant: acme, url: %q, retry: {max_attempts: 1}}\n", rcv.url("kl")),
-	})
-	ids := ingestN(t, g, "kl", 1)
-	waitFor(t, 10*time.Second, "the original", func() bool { return rcv.countAt("kl") == 1 })
-	path := "/events/" + ids[0] + "/replay"
-	if st, _, b := g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1"); st != 503 {
-		t.Fatalf("first try: %d %s", st, b)
-	}
+	g, _, path := keyedReplayAfter503(t, rcv, "kl", ", retry: {max_attempts: 1}")
 	rcv.failAt("kl", true)
 	mid := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
 	waitDeliveryState(t, g, mid.ID, "failed")

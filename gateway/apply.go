@@ -30,8 +30,10 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 		inConfig[sc.ID] = true
 		src := sourceFromConfig(sc, now)
 		if old, err := s.GetSource(ctx, sc.ID); err == nil && old.Tenant == sc.Tenant {
-			src.CreatedAt = old.CreatedAt
-			src.UpdatedAt = unchangedSince(src, old, old.UpdatedAt, now)
+			src.CreatedAt, src.UpdatedAt = old.CreatedAt, old.UpdatedAt
+			if !sameJSON(src, old) {
+				src.UpdatedAt = now
+			}
 		}
 		if err := s.PutSource(ctx, &src); err != nil {
 			return fmt.Errorf("source %s: %w", sc.ID, err)
@@ -55,7 +57,9 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 		// What an endpoint learned at run time is kept only for the same
 		// tenant: one moved to another tenant in config.yaml is a new
 		// endpoint (its secret was readable by the old tenant).
-		if old, err := s.GetEndpoint(ctx, ec.ID); err == nil && old.Tenant == ec.Tenant {
+		old, err := s.GetEndpoint(ctx, ec.ID)
+		kept := err == nil && old.Tenant == ec.Tenant
+		if kept {
 			ep.CreatedAt, ep.Disabled, ep.DisabledReason = old.CreatedAt, old.Disabled, old.DisabledReason
 			if ec.Secret == "" || (len(old.Secrets) > 0 && old.Secrets[0].Value == ec.Secret) {
 				// Generated, or rotated to the secret config.yaml now
@@ -66,8 +70,11 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 		if len(ep.Secrets) == 0 {
 			ep.Secrets = []storage.Secret{{Value: newSecret()}}
 		}
-		if old, err := s.GetEndpoint(ctx, ec.ID); err == nil && old.Tenant == ec.Tenant {
-			ep.UpdatedAt = unchangedSince(ep, old, old.UpdatedAt, now)
+		if kept {
+			ep.UpdatedAt = old.UpdatedAt
+			if !sameJSON(ep, old) {
+				ep.UpdatedAt = now
+			}
 		}
 		if err := s.PutEndpoint(ctx, &ep); err != nil {
 			return fmt.Errorf("endpoint %s: %w", ec.ID, err)
@@ -85,27 +92,13 @@ func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret Se
 	return nil
 }
 
-// unchangedSince is the updated_at of an entry config.yaml applies again:
-// the stored one's (since) when nothing but that time differs, else now.
-// A restart with the same config.yaml changes nothing a user can see.
-func unchangedSince[T storage.Source | storage.Endpoint](applied, stored T, since, now time.Time) time.Time {
-	setUpdated(&applied, since)
-	setUpdated(&stored, since)
-	a, errA := json.Marshal(applied)
-	b, errB := json.Marshal(stored)
-	if errA == nil && errB == nil && bytes.Equal(a, b) {
-		return since
-	}
-	return now
-}
-
-func setUpdated[T storage.Source | storage.Endpoint](v *T, t time.Time) {
-	switch v := any(v).(type) {
-	case *storage.Source:
-		v.UpdatedAt = t
-	case *storage.Endpoint:
-		v.UpdatedAt = t
-	}
+// sameJSON reports whether a and b encode alike: an entry config.yaml
+// applies again is left with its updated_at when it is as stored (a
+// restart with the same config.yaml changes nothing a user can see).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // refuseTakeovers refuses a config.yaml whose source or endpoint ids are
