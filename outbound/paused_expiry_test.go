@@ -171,12 +171,15 @@ func TestPausedExpiryLeavesAnEndpointDisabledDuringItsClaim(t *testing.T) {
 	}
 	store.hook.Store(&disable)
 	clock.set(start.Add(2 * time.Hour)) // past max_elapsed (1h)
-	passTwice(t, d, "dead")
-	select {
-	case <-fired:
-	default:
-		t.Fatal("the sweep did not claim")
-	}
+	waitFor(t, 30*time.Second, "the sweep claimed", func() bool {
+		d.Notify("dead")
+		select {
+		case <-fired:
+			return true
+		default:
+			return false
+		}
+	})
 	passTwice(t, d, "dead") // the sweep's pass has finished
 	failed := 0
 	for _, id := range ids {
