@@ -254,6 +254,13 @@ func Open(dir string, o Options) (*DB, error) {
 	if n > 0 {
 		log.Info("released deliveries claimed by an earlier process", "deliveries", n)
 	}
+	if n, err = db.releaseHeldKeys(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("release claims of an earlier process: %w", err)
+	}
+	if n > 0 {
+		log.Info("released admin idempotency keys claimed by an earlier process", "keys", n)
+	}
 	return db, nil
 }
 

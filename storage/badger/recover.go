@@ -2,6 +2,7 @@ package badger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,4 +66,72 @@ func (db *DB) releaseStaleClaims(ctx context.Context, now time.Time) (int, error
 		}
 	}
 	return total, nil
+}
+
+// releaseHeldKeys ends every admin Idempotency-Key claim left running by an
+// earlier process, as AbandonKey would have: a retry of the same request
+// then executes at once instead of answering 409 until the dead lease ends
+// (up to 30 s after a restart), and the use of the key is still
+// remembered (another request under it is a 422). Only this process can
+// hold a claim on this store (the directory lock), so none found at open
+// is live.
+func (db *DB) releaseHeldKeys(ctx context.Context) (int, error) {
+	var held [][]byte
+	err := db.view(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefixIdem, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec idemRecord
+			item := it.Item()
+			if err := item.Value(func(b []byte) error { return decode(b, &rec) }); err != nil {
+				continue // unreadable: ClaimKey reports it to the request that uses the key
+			}
+			if !rec.Done && !rec.LeaseUntil.IsZero() {
+				held = append(held, item.KeyCopy(nil))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	const perBatch = 256
+	released := 0
+	for len(held) > 0 {
+		chunk := held[:min(perBatch, len(held))]
+		held = held[len(chunk):]
+		n := 0
+		err := db.update(ctx, perBatch*256, func(txn *bdg.Txn) error {
+			for _, k := range chunk {
+				item, err := txn.Get(k)
+				if errors.Is(err, bdg.ErrKeyNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				var rec idemRecord
+				if err := item.Value(func(b []byte) error { return decode(b, &rec) }); err != nil || rec.Done || rec.LeaseUntil.IsZero() {
+					continue
+				}
+				rec.LeaseUntil = time.Time{}
+				b, err := encode(&rec)
+				if err != nil {
+					return err
+				}
+				e := bdg.NewEntry(k, b)
+				e.ExpiresAt = item.ExpiresAt() // the key is remembered as long as before
+				if err := txn.SetEntry(e); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return released, fmt.Errorf("release idempotency keys: %w", err)
+		}
+		released += n
+	}
+	return released, nil
 }
