@@ -506,7 +506,7 @@ func TestConfigRules(t *testing.T) {
 		{"listen empty", base + "server:\n  listen: \"\"\n", "server.listen", 4, "listen address is required"},
 		{"max_body zero", base + "server:\n  max_body: 0\n", "server.max_body", 4, "greater than 0"},
 		{"max_body over 32MiB", base + "server:\n  max_body: 70MiB\n", "server.max_body", 4, "at most 32MiB"},
-		{"same listener", "server: {listen: \":9000\"}\nadmin:\n  listen: \":9000\"\n  tokens: [{token: t}]\n", "admin.listen", 3, "must differ from server.listen"},
+		{"same listener", "server: {listen: \":9000\"}\nadmin:\n  listen: \":9000\"\n  tokens: [{token: 0123456789abcdef}]\n", "admin.listen", 3, "must differ from server.listen"},
 
 		// tokens
 		{"no tokens", "admin:\n  tokens: []\n", "admin.tokens", 2, "at least one token is required"},

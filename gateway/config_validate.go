@@ -114,7 +114,7 @@ func (d *decoder) validate(c *Config) {
 		d.fail("admin.listen", "must differ from server.listen: the admin API needs its own listener, and these two cannot both bind (one port, overlapping hosts)")
 	}
 	d.tokens(c.Admin.Tokens)
-	d.trialToken(c.Admin)
+	d.weakToken(c.Admin)
 	d.storage(c.Storage)
 	d.positive("dedupe.ttl", c.Dedupe.TTL)
 	d.positive("retention", c.Retention)
@@ -264,11 +264,12 @@ func (d *decoder) tokens(tokens []TokenConfig) {
 	}
 }
 
-// trialToken refuses the root config's fallback token on an admin listener
-// reachable from other hosts (as the gateway does at start).
-func (d *decoder) trialToken(a AdminConfig) {
-	if i := exposedTrialToken(a); i >= 0 {
-		d.fail(fmt.Sprintf("admin.tokens[%d].token", i), "%s", trialTokenRefused)
+// weakToken refuses the root config's fallback token, or a short one, on
+// an admin listener reachable from other hosts (as the gateway does at
+// start).
+func (d *decoder) weakToken(a AdminConfig) {
+	if i, why := exposedWeakToken(a); i >= 0 {
+		d.fail(fmt.Sprintf("admin.tokens[%d].token", i), "%s", why)
 	}
 }
 

@@ -136,32 +136,42 @@ func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
 // trials: a gateway refuses it on an admin listener that is not loopback.
 const devAdminToken = "dev-admin-token"
 
-// trialTokenRefused is why the trial token is refused on an admin
-// listener reachable from other hosts.
-const trialTokenRefused = "the trial token " + devAdminToken + " is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN"
+// minExposedToken is the shortest admin token accepted on an admin
+// listener reachable from other hosts: 16 bytes, 128 bits if random (a
+// short token there can be guessed; on loopback it guards a local trial).
+const minExposedToken = 16
 
-// exposedTrialToken returns the index of the trial token in a's tokens
-// when a's listener is reachable from other hosts, else -1 (also for an
-// address that does not parse: that is reported as such).
-func exposedTrialToken(a AdminConfig) int {
+// exposedWeakToken returns the index of the first weak token in a's tokens
+// (the trial token, or one shorter than minExposedToken) and why it is
+// refused, when a's listener is reachable from other hosts; else -1 (also
+// for an address that does not parse: that is reported as such). The
+// reason never quotes a configured token.
+func exposedWeakToken(a AdminConfig) (int, string) {
 	host, _, err := net.SplitHostPort(a.Listen)
 	if ip := net.ParseIP(host); err != nil || host == "localhost" || (ip != nil && ip.IsLoopback()) {
-		return -1
+		return -1, ""
 	}
-	return slices.IndexFunc(a.Tokens, func(t TokenConfig) bool { return t.Token == devAdminToken })
+	for i, t := range a.Tokens {
+		switch {
+		case t.Token == devAdminToken:
+			return i, "the trial token " + devAdminToken + " is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN"
+		case t.Token != "" && len(t.Token) < minExposedToken:
+			return i, fmt.Sprintf("a token of %d bytes is refused on a non-loopback admin.listen: at least %d are required (openssl rand -hex 32 makes one)", len(t.Token), minExposedToken)
+		}
+	}
+	return -1, ""
 }
 
-// checkAdminExposure fails closed when the trial token would guard an
-// admin listener reachable from other hosts. ParseConfig reports the same
-// as a config error with its line, so that check-config refuses what
-// serve would; this is the last line of defence for a Config built
-// otherwise.
+// checkAdminExposure fails closed when a weak token would guard an admin
+// listener reachable from other hosts. ParseConfig reports the same as a
+// config error with its line, so that check-config refuses what serve
+// would; this is the last line of defence for a Config built otherwise.
 func checkAdminExposure(cfg *Config) error {
 	if _, _, err := net.SplitHostPort(cfg.Admin.Listen); err != nil {
 		return fmt.Errorf("admin.listen: %w", err)
 	}
-	if i := exposedTrialToken(cfg.Admin); i >= 0 {
-		return fmt.Errorf("admin.tokens[%d].token: %s", i, trialTokenRefused)
+	if i, why := exposedWeakToken(cfg.Admin); i >= 0 {
+		return fmt.Errorf("admin.tokens[%d].token: %s", i, why)
 	}
 	return nil
 }

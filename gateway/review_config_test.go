@@ -253,3 +253,38 @@ func TestPatchAfterRetentionWasLowered(t *testing.T) {
 	wantProblem(t, "a PATCH setting a retry past the retention", 422, "retry.max_elapsed")(
 		g.api("PATCH", "/endpoints/e", opToken, jsonMap{"retry": jsonMap{"max_elapsed": "1m"}}))
 }
+
+// A short admin token guards only a loopback admin listener: on one
+// reachable from other hosts it is a config error naming the key and line
+// (and its length, never the token), as the trial token is; 16 bytes pass.
+func TestShortAdminTokenIsRefusedOnAnExposedListener(t *testing.T) {
+	cfg := func(listen, token string) string {
+		return fmt.Sprintf("server: {listen: \"127.0.0.1:0\"}\nadmin:\n  listen: %q\n  tokens: [{token: %s}]\n", listen, token)
+	}
+	for _, c := range []struct {
+		listen, token, want string
+	}{
+		{"0.0.0.0:8081", "s3cr3t", "test.yaml:4: admin.tokens[0].token: a token of 6 bytes is refused on a non-loopback admin.listen: at least 16 are required"},
+		{":8081", "0123456789abcde", "test.yaml:4: admin.tokens[0].token: a token of 15 bytes is refused"},
+		{"[::]:8081", "0123456789abcde", "a token of 15 bytes is refused"},
+		{":8081", "0123456789abcdef", ""},
+		{"127.0.0.1:8081", "s3cr3t", ""},
+		{"[::1]:8081", "s3cr3t", ""},
+		{"localhost:8081", "s3cr3t", ""},
+	} {
+		_, err := ParseConfig([]byte(cfg(c.listen, c.token)), "test.yaml", nil)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("listen %s, token of %d bytes: %v; want it accepted", c.listen, len(c.token), err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("listen %s, token of %d bytes: %v; want %q", c.listen, len(c.token), err, c.want)
+		case err != nil && strings.Contains(err.Error(), c.token):
+			t.Errorf("the error quotes the token: %v", err)
+		}
+	}
+	// The last line of defence, for a Config built without ParseConfig.
+	c := &Config{Admin: AdminConfig{Listen: ":8081", Tokens: []TokenConfig{{Token: "short"}}}}
+	if err := checkAdminExposure(c); err == nil || strings.Contains(err.Error(), "short") {
+		t.Errorf("checkAdminExposure: %v; want a refusal that does not quote the token", err)
+	}
+}
