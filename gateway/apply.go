@@ -129,6 +129,37 @@ func refuseTakeovers(ctx context.Context, cfg *Config, s storage.Store) error {
 			}
 		}
 	}
+	return refuseTooManyEndpoints(cfg, eps)
+}
+
+// refuseTooManyEndpoints refuses a config.yaml that, with the endpoints
+// created through the admin API, gives a tenant more than
+// maxEndpointsPerTenant: ParseConfig bounds config.yaml's own, and
+// POST /endpoints counts both, but only the start sees config.yaml's
+// added to those the API made meanwhile. Past the bound an event of that
+// tenant could be too large a write to accept, answered 503 for ever.
+func refuseTooManyEndpoints(cfg *Config, stored []storage.Endpoint) error {
+	inConfig := map[string]bool{}
+	fromConfig, fromAPI := map[string]int{}, map[string]int{}
+	for _, ec := range cfg.Endpoints {
+		inConfig[ec.ID] = true
+		fromConfig[ec.Tenant]++
+	}
+	for _, ep := range stored {
+		if !ep.FromConfig && !inConfig[ep.ID] {
+			fromAPI[ep.Tenant]++
+		}
+	}
+	tenants := make([]string, 0, len(fromConfig))
+	for t := range fromConfig {
+		tenants = append(tenants, t)
+	}
+	slices.Sort(tenants)
+	for _, t := range tenants {
+		if n := fromConfig[t] + fromAPI[t]; n > maxEndpointsPerTenant {
+			return fmt.Errorf("tenant %q would have %d endpoints, %d from config.yaml and %d created through the admin API, more than the %d a tenant may have: remove some from config.yaml, or delete some through the admin API first", t, n, fromConfig[t], fromAPI[t], maxEndpointsPerTenant)
+		}
+	}
 	return nil
 }
 

@@ -83,3 +83,38 @@ func TestConfigMovingAnEndpointToAnotherTenant(t *testing.T) {
 		t.Fatalf("the receiver got %d deliveries; want globex's only", n)
 	}
 }
+
+// ParseConfig bounds config.yaml's endpoints per tenant and POST
+// /endpoints counts config.yaml's with the API's, but endpoints added to
+// config.yaml after the API made others were counted by nobody: the
+// tenant could pass the bound, and an event subscribed by all of them be
+// too large a write to accept (503 for ever). The start now refuses such a
+// config.yaml, naming the tenant and the counts, and changes nothing; an
+// entry of config.yaml that names an API endpoint's id replaces it rather
+// than adding one.
+func TestConfigRefusesTooManyEndpointsWithTheAPIs(t *testing.T) {
+	defer func(n int) { maxEndpointsPerTenant = n }(maxEndpointsPerTenant)
+	maxEndpointsPerTenant = 3
+	g := startGateway(t, gwOptions{})
+	for _, id := range []string{"api1", "api2"} {
+		if st, _, b := g.api("POST", "/endpoints", acmeToken, []byte(`{"id":"`+id+`","url":"http://receiver.test/`+id+`"}`)); st != 201 {
+			t.Fatalf("create %s: %d %s", id, st, b)
+		}
+	}
+	if err := g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	two := "endpoints:\n  - {id: c1, tenant: acme, url: \"http://receiver.test/c1\"}\n  - {id: c2, tenant: acme, url: \"http://receiver.test/c2\"}\n"
+	_, err := tryStartGateway(t, gwOptions{dir: g.dir, extra: two})
+	if err == nil || !strings.Contains(err.Error(), `tenant "acme" would have 4 endpoints, 2 from config.yaml and 2 created through the admin API, more than the 3`) {
+		t.Fatalf("start with 2 + 2 endpoints for a bound of 3: %v; want a refusal with the counts", err)
+	}
+	// Another tenant's endpoints do not count, and one config.yaml entry
+	// taking an API endpoint's id over (same tenant) is one endpoint.
+	ok := "endpoints:\n  - {id: api2, tenant: acme, url: \"http://receiver.test/c1\"}\n  - {id: g1, tenant: globex, url: \"http://receiver.test/g1\"}\n  - {id: g2, tenant: globex, url: \"http://receiver.test/g2\"}\n"
+	g = startGateway(t, gwOptions{dir: g.dir, extra: ok})
+	eps := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data
+	if len(eps) != 2 {
+		t.Fatalf("acme's endpoints after the refused start and a good one: %d, want api1 and api2", len(eps))
+	}
+}
