@@ -48,6 +48,7 @@ type Queue interface {
 	NextDue(ctx context.Context, endpoint string) (due time.Time, ok bool, err error)
 	Complete(ctx context.Context, out *storage.Outcome) error
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
+	EndpointHold(ctx context.Context, endpoint string, now time.Time) (until time.Time, url string, err error)
 }
 
 // EndpointWriter changes a stored endpoint: the dispatcher disables one

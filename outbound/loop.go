@@ -65,6 +65,14 @@ func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
 		},
 	}
 	l.update(ep)
+	// A pause the receiver asked for outlives a restart: the store kept it
+	// with the outcome that asked (a receiver at another URL asked for
+	// nothing here).
+	if until, url, err := d.cfg.Store.EndpointHold(context.Background(), ep.ID, d.cfg.Now()); err != nil {
+		d.log.Warn("read the endpoint's Retry-After pause", "endpoint", ep.ID, "err", err)
+	} else if url == ep.URL {
+		l.hold = until
+	}
 	return l
 }
 
@@ -417,8 +425,8 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 	}
 	end := d.cfg.Now()
 	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
-	l.holdFor(&ep, res.answer, end)
-	recorded := d.complete(&ep, job, &res, dec)
+	hold := l.holdFor(&ep, res.answer, end)
+	recorded := d.complete(&ep, job, &res, dec, hold)
 	l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
 	// Only what the store kept is counted: an outcome dropped with its
 	// lease (the delivery was cancelled by an endpoint's delete, or
@@ -439,18 +447,24 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 // Retry-After, capped at the endpoint's max_interval as a retry's is, so
 // that no delivery goes to it before then: a hand-off of a new event, or
 // another pending delivery, would answer the receiver's "not now" at once.
-// An answer of an endpoint since moved says nothing of it now.
-func (l *endpointLoop) holdFor(sent *storage.Endpoint, a Answer, now time.Time) {
+// An answer of an endpoint since moved says nothing of it now. It returns
+// the pause asked for (zero if none), for the store to keep with the
+// attempt's outcome.
+func (l *endpointLoop) holdFor(sent *storage.Endpoint, a Answer, now time.Time) time.Time {
 	asked, ok := retryAfter(a, now)
 	if !ok || asked <= 0 {
-		return
+		return time.Time{}
 	}
 	until := now.Add(min(asked, WithDefaults(sent.Retry).MaxInterval))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if sameTarget(&l.ep, sent) && until.After(l.hold) {
+	if !sameTarget(&l.ep, sent) {
+		return time.Time{}
+	}
+	if until.After(l.hold) {
 		l.hold = until
 	}
+	return until
 }
 
 // held reports whether the endpoint is paused by a Retry-After at now.
@@ -532,7 +546,7 @@ func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now t
 
 // complete writes an attempt and the state it leads to in one store write,
 // and reports whether the store kept them.
-func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision) bool {
+func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time) bool {
 	att := res.attempt
 	if dec.Reason != "" {
 		att.Error = joinError(att.Error, dec.Reason)
@@ -545,6 +559,9 @@ func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attem
 		NextAttemptAt: dec.NextAttemptAt,
 		Interval:      dec.Interval,
 		CountAttempt:  true,
+	}
+	if !hold.IsZero() {
+		out.Hold, out.HoldURL = hold, ep.URL
 	}
 	ctx, cancel := d.writeContext()
 	defer cancel()

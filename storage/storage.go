@@ -103,6 +103,11 @@ type Outbox interface {
 	// It fails with ErrLeaseLost unless the delivery is still held under
 	// out.Lease.
 	Complete(ctx context.Context, out *Outcome) error
+	// EndpointHold returns the latest pause an endpoint's receiver asked
+	// for (Outcome.Hold) and the URL that asked, if it lasts past now; a
+	// zero until when there is none. A restart reads it, so that a
+	// receiver's "not before" outlives the process.
+	EndpointHold(ctx context.Context, endpoint string, now time.Time) (until time.Time, url string, err error)
 	// Release returns claimed deliveries to pending, due at the given time,
 	// without counting an attempt (shutdown, a paused endpoint). A zero due
 	// keeps each delivery's due time from before its claim.
@@ -360,6 +365,14 @@ type Outcome struct {
 	// CountAttempt is false when the attempt must not use the retry budget
 	// (the endpoint was paused); the attempt record is still written.
 	CountAttempt bool
+	// Hold, when not zero, is when the endpoint may be sent to again: its
+	// receiver, at HoldURL, asked for a pause (a 429 or 503 with
+	// Retry-After). The store keeps the latest hold per endpoint, in the
+	// same write, until it passes (Outbox.EndpointHold); an outcome that
+	// succeeded ends it (the receiver takes deliveries again: an
+	// operator's retry went through).
+	Hold    time.Time
+	HoldURL string
 }
 
 // Secret is one endpoint signing secret; an old one keeps signing until

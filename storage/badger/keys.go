@@ -54,6 +54,9 @@ var (
 	prefixSource = []byte("sr:")
 	// ik:<tenant>\0<key>            → idemRecord (admin Idempotency-Key), with a TTL
 	prefixIdem = []byte("ik:")
+	// eh:<endpoint>                 → endpointHold (JSON): a receiver's
+	// Retry-After pause, with a TTL
+	prefixEndpointHold = []byte("eh:")
 	// rp:<rpl>                      → replay job (JSON)
 	prefixReplay = []byte("rp:")
 	// zz:ping                       → last Ping write
@@ -94,6 +97,7 @@ func endpointKey(id string) []byte                { return key(prefixEndpoint, i
 func sourceKey(id string) []byte                  { return key(prefixSource, id) }
 func idemKey(tenant, k string) []byte             { return key(prefixIdem, tenant, k) }
 func replayKey(id string) []byte                  { return key(prefixReplay, id) }
+func endpointHoldKey(id string) []byte            { return key(prefixEndpointHold, id) }
 
 // queuePrefix is the outbox of one endpoint: dq:<endpoint>\0.
 func queuePrefix(endpoint string) []byte {

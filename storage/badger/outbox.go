@@ -253,8 +253,55 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 		if err := txn.Set(attemptKey(d.ID, n), att); err != nil {
 			return err
 		}
+		if err := putEndpointHold(txn, d.Endpoint, out.Hold, out.HoldURL, out.State == storage.StateSucceeded); err != nil {
+			return err
+		}
 		return db.moveQueue(txn, &d, old)
 	})
+}
+
+// endpointHold is a receiver's pause (storage.Outcome.Hold).
+type endpointHold struct {
+	Until time.Time `json:"u"`
+	URL   string    `json:"url"`
+}
+
+// putEndpointHold keeps the later of an endpoint's stored hold and until
+// (none when until is zero); a hold asked by another URL is replaced. A
+// success ends the stored hold.
+func putEndpointHold(txn *bdg.Txn, endpoint string, until time.Time, url string, succeeded bool) error {
+	k := endpointHoldKey(endpoint)
+	if succeeded {
+		if _, err := txn.Get(k); err == nil {
+			return txn.Delete(k)
+		}
+		return nil
+	}
+	if until.IsZero() {
+		return nil
+	}
+	// A hold that cannot be read is replaced: it must never keep an
+	// outcome from being recorded.
+	var old endpointHold
+	if err := getRecord(txn, k, &old); err == nil && old.URL == url && !until.After(old.Until) {
+		return nil
+	}
+	return putRecordUntil(txn, k, &endpointHold{Until: until, URL: url}, until)
+}
+
+// EndpointHold reads an endpoint's stored pause (storage.Outbox).
+func (db *DB) EndpointHold(ctx context.Context, endpoint string, now time.Time) (time.Time, string, error) {
+	var h endpointHold
+	err := db.view(func(txn *bdg.Txn) error { return getRecord(txn, endpointHoldKey(endpoint), &h) })
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return time.Time{}, "", nil
+	case err != nil:
+		return time.Time{}, "", err
+	case !h.Until.After(now):
+		return time.Time{}, "", nil
+	}
+	return h.Until, h.URL, nil
 }
 
 // Release returns claimed deliveries to pending without an attempt.

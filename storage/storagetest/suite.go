@@ -68,6 +68,7 @@ func Run(t *testing.T, o Opener) {
 		"CancelEndpointStates":              testCancelEndpointStates,
 		"Depth":                             testDepth,
 		"ListFiltersAndDeliveryPaging":      testListFiltersAndDeliveryPaging,
+		"EndpointHold":                      testEndpointHold,
 		"PurgeLimitAndAttempts":             testPurgeLimitAndAttempts,
 		"EnqueueIsAtomic":                   testEnqueueIsAtomic,
 		"CatalogAndReplays":                 testCatalogAndReplays,

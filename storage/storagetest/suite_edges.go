@@ -492,3 +492,76 @@ func testIdempotencyKeySince(t *testing.T, o Opener) {
 		t.Fatalf("after the answer expired: %+v", r)
 	}
 }
+
+// EndpointHold: an outcome's Hold is kept per endpoint in the same write,
+// the later one wins (an earlier hold of the same URL does not shorten
+// it), a hold of another URL replaces it, an outcome dropped with its
+// lease keeps none, it lasts across a restart, and it is gone once it
+// has passed.
+func testEndpointHold(t *testing.T, o Opener) {
+	s, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
+	t.Cleanup(func() { _ = s.Close() })
+	if until, url, err := s.EndpointHold(ctx, "ep", now); err != nil || !until.IsZero() || url != "" {
+		t.Fatalf("hold of an endpoint that never asked: %v %q %v, want none", until, url, err)
+	}
+	complete := func(id string, at, hold time.Time, url string) error {
+		t.Helper()
+		must(s.Accept(ctx, event("acme", "stripe", id, "b", at, "ep")))
+		j := must(s.Claim(ctx, "ep", at, 1, time.Minute))
+		if len(j) != 1 {
+			t.Fatalf("claim of %s: %d jobs", id, len(j))
+		}
+		return s.Complete(ctx, &storage.Outcome{Delivery: j[0].Delivery.ID, Lease: j[0].Delivery.LeaseUntil, CountAttempt: true,
+			Attempt: storage.Attempt{N: 1, At: at, StatusCode: 503}, State: storage.StateFailed, Hold: hold, HoldURL: url})
+	}
+	check := func(what string, at, wantUntil time.Time, wantURL string) {
+		t.Helper()
+		until, url, err := s.EndpointHold(ctx, "ep", at)
+		if err != nil || !until.Equal(wantUntil) || url != wantURL {
+			t.Fatalf("%s: hold %v at %q (err %v), want %v at %q", what, until, url, err, wantUntil, wantURL)
+		}
+	}
+	long := now.Add(time.Hour)
+	if err := complete("h1", now, long, "https://a.example/hook"); err != nil {
+		t.Fatal(err)
+	}
+	check("after a 503 asking for an hour", now, long, "https://a.example/hook")
+	if err := complete("h2", now.Add(time.Millisecond), now.Add(time.Minute), "https://a.example/hook"); err != nil {
+		t.Fatal(err)
+	}
+	check("after a shorter hold of the same URL", now, long, "https://a.example/hook")
+	if err := complete("h3", now.Add(2*time.Millisecond), time.Time{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	check("after an outcome without a hold", now, long, "https://a.example/hook")
+	short := now.Add(2 * time.Minute)
+	if err := complete("h4", now.Add(3*time.Millisecond), short, "https://b.example/hook"); err != nil {
+		t.Fatal(err)
+	}
+	check("after a hold asked by the endpoint's new URL", now, short, "https://b.example/hook")
+	// An outcome whose lease was lost writes nothing, its hold neither.
+	must(s.Accept(ctx, event("acme", "stripe", "h5", "b", now.Add(4*time.Millisecond), "ep")))
+	j := must(s.Claim(ctx, "ep", now.Add(4*time.Millisecond), 1, time.Minute))[0]
+	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil.Add(time.Second), CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now}, State: storage.StateFailed, Hold: long, HoldURL: "https://b.example/hook"}); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("outcome under a lease not held: %v, want ErrLeaseLost", err)
+	}
+	check("after an outcome dropped with its lease", now, short, "https://b.example/hook")
+	if o.Reopen != nil {
+		s = o.Reopen(t, s)
+		t.Cleanup(func() { _ = s.Close() })
+		check("after a restart", now, short, "https://b.example/hook")
+	}
+	check("once it has passed", short, time.Time{}, "")
+	// A success (an operator's retry went through) ends a hold.
+	must(s.Accept(ctx, event("acme", "stripe", "h6", "b", now.Add(5*time.Millisecond), "ep")))
+	j = must(s.Claim(ctx, "ep", now.Add(5*time.Millisecond), 1, time.Minute))[0]
+	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a success", now, time.Time{}, "")
+	if until, _, err := s.EndpointHold(ctx, "other", now); err != nil || !until.IsZero() {
+		t.Fatalf("another endpoint's hold: %v %v, want none", until, err)
+	}
+}
