@@ -550,6 +550,9 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 			return a.storeError(err, "source")
 		}
 	}
+	if i, p := eventTypesProblem(ep.EventTypes); p != "" {
+		return unprocessable(indexedField("event_types", i), p)
+	}
 	for i, g := range ep.EventTypes {
 		if storage.ValidTypeGlob(g) != nil {
 			return unprocessable(fmt.Sprintf("event_types[%d]", i), "must be a non-empty glob (\"*\", \"?\", \"[...]\"), e.g. \"invoice.*\"")

@@ -175,7 +175,29 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return a.g.ingestError(c, src.ID, err)
 	}
+	if res.Replayed && in.Type != "" && a.storedTypeDiffers(c, res.Body, in.Type) {
+		// The dedupe record compares payloads; a publish names its type
+		// beside the payload, and is the same request only with that too.
+		a.g.metrics.ingest(src.ID, "mismatch")
+		return problem(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
+			"this event id was already received with a different type")
+	}
 	return a.g.answerAccepted(c, src.ID, res)
+}
+
+// storedTypeDiffers reports whether the event a replayed publish answer
+// names is stored with a type other than typ. An event retention has
+// purged (or an answer that names none) cannot tell: the stored answer
+// stands.
+func (a *adminAPI) storedTypeDiffers(c *fiber.Ctx, answer []byte, typ string) bool {
+	var v struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(answer, &v) != nil || v.ID == "" {
+		return false
+	}
+	ev, err := a.g.store.GetEvent(c.UserContext(), v.ID)
+	return err == nil && ev.Type != typ
 }
 
 // publishHeader shows the event-ID rules a publish's Idempotency-Key, and

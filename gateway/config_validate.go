@@ -551,6 +551,10 @@ func (d *decoder) endpointSources(e *EndpointConfig, key string, sources map[str
 }
 
 func (d *decoder) eventTypes(globs []string, key string) {
+	if i, p := eventTypesProblem(globs); p != "" {
+		d.fail(indexedField(key, i), "%s", p)
+		return
+	}
 	for j, g := range globs {
 		k := fmt.Sprintf("%s[%d]", key, j)
 		if g == "" {
@@ -572,6 +576,10 @@ var reservedHeaders = []string{
 var reservedHeaderPrefixes = []string{"webhook-", "hookgate-"}
 
 func (d *decoder) headers(h map[string]string, key string) {
+	if p := headersProblem(h); p != "" {
+		d.fail(key, "%s", p)
+		return
+	}
 	names := slices.Sorted(maps.Keys(h))
 	seen := map[string]string{}
 	for _, name := range names {
