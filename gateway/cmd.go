@@ -51,8 +51,14 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, usage)
 		return 0
 	case "version":
-		if len(args) > 0 {
-			return unexpectedArgs(stderr, cmd, args)
+		fl := flag.NewFlagSet("version", flag.ContinueOnError)
+		fl.SetOutput(stderr)
+		if err := fl.Parse(args); err != nil {
+			return parseExit(err) // -h: exit 0
+		}
+		if fl.NArg() > 0 {
+			fmt.Fprintf(stderr, "hookgate version: unexpected argument %q (it takes none)\n", fl.Arg(0))
+			return 2
 		}
 		fmt.Fprintf(stdout, "hookgate %s\n", b.Version)
 		return 0

@@ -83,7 +83,15 @@ func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 func (d *decoder) syntaxError(data []byte, err error) {
 	if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		d.errorf(line, "", "invalid YAML: %s", m[2])
+		msg := m[2]
+		if slices.Contains(yamlParserProblems, msg) {
+			// gopkg.in/yaml.v3 numbers a parser error's line from 0 (a
+			// scanner error's from 1): the line of the mapping or list
+			// the mistake is in, one above it as printed.
+			line++
+			msg += " in the mapping or list that starts here (an entry below it is not closed, or not indented as its siblings)"
+		}
+		d.errorf(line, "", "invalid YAML: %s", msg)
 		return
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
@@ -93,6 +101,22 @@ func (d *decoder) syntaxError(data []byte, err error) {
 		msg = "an alias (*name) to no anchor; quote a value that starts with *"
 	}
 	d.errorf(line, "", "invalid YAML: %s", msg)
+}
+
+// yamlParserProblems are the errors of gopkg.in/yaml.v3's parser (v3.0.1,
+// parserc.go), as opposed to its scanner's: their line is 0-based.
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected '-' indicator",
+	"did not find expected <document start>",
+	"did not find expected <stream-start>",
+	"did not find expected key",
+	"did not find expected node content",
+	"found duplicate %TAG directive",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found undefined tag handle",
 }
 
 // yamlUnknownAnchor is the parser's error for an alias to no anchor.
@@ -154,6 +178,18 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string, line int) {
 	if d.inAlias > 0 && !d.visit(1, line) {
 		return
 	}
+	if n.Style&yaml.TaggedStyle != 0 && n.Tag != "!!str" {
+		// Values are read from their text: "!!binary c2Vj" would be that
+		// text, not the bytes it encodes, and "!!int abc" would pass. Only
+		// YAML's standard tags are named (a custom one may be a secret
+		// written unquoted, as "token: !S3cret" is).
+		tag := "a tag"
+		if slices.Contains([]string{"!!binary", "!!bool", "!!float", "!!int", "!!map", "!!null", "!!seq", "!!timestamp", "!!merge"}, n.Tag) {
+			tag = n.Tag
+		}
+		d.errorf(line, key, "%s is not supported here: write the value without it (quote it to keep it text)", tag)
+		return
+	}
 	if isNull(n) {
 		if tokenTenant(key) {
 			// The default is the operator: a tenant left blank (what a
@@ -206,6 +242,10 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, key string, line int)
 		if idx < 0 {
 			if strings.Contains(name, ":") {
 				d.errorf(k.Line, child, "unknown key (is the blank after ':' missing?)")
+				return
+			}
+			if strings.ContainsAny(name, keyCuts) {
+				d.errorf(k.Line, child, "unknown key (write a key and its value as key: value)")
 				return
 			}
 			d.errorf(k.Line, child, "unknown key%s", suggest(name, names))
@@ -430,14 +470,18 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+// keyCuts are the characters a key name is cut at in errors (joinKey).
+const keyCuts = ":= \t"
+
 // joinKey appends name to the dotted key parent. A name with unprintable
 // characters is quoted, so that every error stays on one line. A name is
-// cut at a colon: no key has one, and "{token:S3cret}" (the blank after
-// the colon left out) is the one key "token:S3cret" to YAML, whose error
-// must not print the secret.
+// cut at a colon, an equals sign or a blank: no key (and no header name)
+// has one, and "{token:S3cret}" (the blank after the colon left out),
+// "{token=S3cret}" or "{token S3cret}" is the one key "token:S3cret" to
+// YAML, whose error must not print the secret.
 func joinKey(parent, name string) string {
-	if i := strings.IndexByte(name, ':'); i >= 0 {
-		name = name[:i] + ":…"
+	if i := strings.IndexAny(name, keyCuts); i >= 0 {
+		name = name[:i] + name[i:i+1] + "…"
 	}
 	if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		name = strconv.Quote(name)

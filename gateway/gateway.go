@@ -80,7 +80,12 @@ type Gateway struct {
 	client *http.Client
 
 	publicLn, adminLn *trackingListener
-	serveErr          chan error
+	// bound are the listeners New binds before it touches the store, for
+	// Start to serve: a start that cannot bind must change nothing (it
+	// applied config.yaml first, and a removed endpoint came back with a
+	// new secret at the next start).
+	bound    [2]net.Listener
+	serveErr chan error
 	failOnce          sync.Once // storeFailed reports once
 	// registryStale is set while the registry in memory may be older than
 	// the store's catalog (a reload after a change failed to read it, or a
@@ -91,8 +96,10 @@ type Gateway struct {
 	stopErr       error
 }
 
-// New opens the store, applies the config's sources and endpoints, and
-// builds the listeners and the dispatcher. Nothing listens until Start.
+// New binds both listeners, opens the store, applies the config's sources
+// and endpoints, and builds the servers and the dispatcher. Nothing is
+// served until Start (connections wait in the listen queue); Shutdown
+// closes what New made.
 func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -104,19 +111,49 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		opts.Version = "dev"
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, serveErr: make(chan error, 3)}
+	if err := g.bind(); err != nil {
+		return nil, err
+	}
 	g.store = opts.Store
 	if g.store == nil {
 		s, err := openStore(cfg, opts.Logger)
 		if err != nil {
+			g.unbind()
 			return nil, err
 		}
 		g.store = s
 	}
 	if err := g.init(ctx); err != nil {
+		g.unbind()
 		_ = g.store.Close()
 		return nil, err
 	}
 	return g, nil
+}
+
+// bind binds the ingest and admin listeners, or neither.
+func (g *Gateway) bind() error {
+	publicLn, err := net.Listen("tcp", g.cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("public listener: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", g.cfg.Admin.Listen)
+	if err != nil {
+		_ = publicLn.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	g.bound = [2]net.Listener{publicLn, adminLn}
+	return nil
+}
+
+// unbind closes the listeners New bound and Start has not taken.
+func (g *Gateway) unbind() {
+	for i, ln := range g.bound {
+		if ln != nil {
+			_ = ln.Close()
+			g.bound[i] = nil
+		}
+	}
 }
 
 // openStore opens the configured storage engine.
@@ -250,19 +287,14 @@ func (g *Gateway) init(ctx context.Context) error {
 	return nil
 }
 
-// Start listens on both listeners and starts the dispatcher and the
-// background jobs. It returns at once; a listener that cannot bind is an
-// error here.
+// Start serves both listeners (bound by New) and starts the dispatcher
+// and the background jobs. It returns at once.
 func (g *Gateway) Start(ctx context.Context) error {
-	publicLn, err := net.Listen("tcp", g.cfg.Server.Listen)
-	if err != nil {
-		return fmt.Errorf("public listener: %w", err)
+	publicLn, adminLn := g.bound[0], g.bound[1]
+	if publicLn == nil || adminLn == nil {
+		return errors.New("start: the gateway was started before, or shut down")
 	}
-	adminLn, err := net.Listen("tcp", g.cfg.Admin.Listen)
-	if err != nil {
-		_ = publicLn.Close()
-		return fmt.Errorf("admin listener: %w", err)
-	}
+	g.bound = [2]net.Listener{}
 	g.publicLn, g.adminLn = newTrackingListener(publicLn), newTrackingListener(adminLn)
 	g.disp.Start(ctx)
 	g.bg.start(ctx)
@@ -358,6 +390,7 @@ func (g *Gateway) Shutdown() error {
 			})
 		}
 		wg.Wait()
+		g.unbind() // made by New, never served
 		// What is left of the grace period: attempts still running then
 		// are cancelled and their claims released.
 		g.disp.Stop(max(0, time.Until(deadline)))
