@@ -86,7 +86,7 @@ type Gateway struct {
 	// new secret at the next start).
 	bound    [2]net.Listener
 	serveErr chan error
-	failOnce          sync.Once // storeFailed reports once
+	failOnce sync.Once // storeFailed reports once
 	// registryStale is set while the registry in memory may be older than
 	// the store's catalog (a reload after a change failed to read it, or a
 	// catalog write failed and may have been stored all the same): the
