@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -287,6 +288,13 @@ func (v *verifyBody) apply(out *storage.VerifyConfig) error {
 	}
 	if v.Secrets != nil {
 		out.Secrets = *v.Secrets
+		// As config.yaml has it: the sender shows a Standard Webhooks
+		// secret as whsec_ + base64. (Stored secrets are not checked again.)
+		for i, sec := range out.Secrets {
+			if out.Scheme == inbound.SchemeStandardWebhooks && sec != "" && !validWhsec(sec, 1) {
+				return unprocessable(fmt.Sprintf("verify.secrets[%d]", i), "must be whsec_ followed by base64, as the sender shows it")
+			}
+		}
 	}
 	switch {
 	case !slices.Contains(timestampSchemes, out.Scheme) && v.Tolerance != nil:

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -130,5 +131,30 @@ func TestAdminSourceValidation(t *testing.T) {
 	// The refused patch left the source working.
 	if st, _, b := g.post("open", []byte(`{"id":"still"}`), nil); st != 202 {
 		t.Fatalf("ingest after a refused patch: %d %s", st, b)
+	}
+}
+
+// A Standard Webhooks source's secrets are whsec_ + base64 in the admin
+// API as in config.yaml: a secret without the prefix (or not base64) is a
+// 422 naming it, where before the API took what config.yaml refuses.
+func TestSourceStandardWebhooksSecretNeedsItsPrefix(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	for i, c := range []struct {
+		secret string
+		status int
+	}{
+		{"c2VjcmV0LXNlY3JldC1zZWNyZXQ=", 422},
+		{"whsec_not base64!", 422},
+		{"whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=", 201},
+	} {
+		st, hdr, b := g.api("POST", "/sources", acmeToken, jsonMap{"id": fmt.Sprintf("sw%d", i), "verify": jsonMap{"scheme": "standard-webhooks", "secrets": []string{c.secret}}})
+		if st != c.status {
+			t.Fatalf("POST /sources with secret %.10s…: %d %s, want %d", c.secret, st, b, c.status)
+		}
+		if st == 422 {
+			if p := decodeProblem(t, hdr, b); p.Field != "verify.secrets[0]" || strings.Contains(string(b), c.secret) {
+				t.Errorf("problem %s: want field verify.secrets[0], without the secret", b)
+			}
+		}
 	}
 }
