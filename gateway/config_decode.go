@@ -48,14 +48,22 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		d.syntaxError(data, err)
 		return nil, false
 	}
-	var extra yaml.Node
-	if err := decodeNode(dec, &extra); !errors.Is(err, io.EOF) {
+	// Empty documents after it (a trailing "---", as templating tools
+	// write between files) hold nothing and are ignored.
+	for {
+		var extra yaml.Node
+		err := decodeNode(dec, &extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			d.syntaxError(data, err)
-		} else {
-			d.errorf(extra.Line, "", "only one YAML document is allowed; remove the second one (the --- line)")
+			return nil, false
 		}
-		return nil, false
+		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
+			d.errorf(extra.Line, "", "only one YAML document is allowed; remove the second one (the --- line)")
+			return nil, false
+		}
 	}
 	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
 		return nil, true

@@ -854,3 +854,19 @@ func TestConfigBoundsEndpointsPerTenant(t *testing.T) {
 	_, err := parse(t, withSources(eps+"  - {id: a3, tenant: acme, url: \"https://a.example.com/\"}\n"), nil)
 	wantError(t, err, "endpoints[4]", 14, `tenant "acme" has more than 2 endpoints`)
 }
+
+// A config.yaml ending with "---" (templating tools write one between
+// files), or with empty documents after its own, is one document: it
+// was refused as "only one YAML document is allowed". A second document
+// that holds anything still is.
+func TestConfigTrailingEmptyDocumentsAreIgnored(t *testing.T) {
+	const base = "admin:\n  tokens: [{token: operator-token-0123}]\n"
+	for _, y := range []string{base + "---\n", base + "---\n# nothing here\n---\n", "---\n" + base + "...\n---\n"} {
+		if _, err := ParseConfig([]byte(y), "test.yaml", nil); err != nil {
+			t.Errorf("%q: %v; want it accepted", y, err)
+		}
+	}
+	if _, err := ParseConfig([]byte(base+"---\n---\nserver: {}\n"), "test.yaml", nil); err == nil || !strings.Contains(err.Error(), "only one YAML document") {
+		t.Errorf("a second document with content after an empty one: %v; want it refused", err)
+	}
+}
