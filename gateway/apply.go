@@ -150,12 +150,8 @@ func refuseTooManyEndpoints(cfg *Config, stored []storage.Endpoint) error {
 			fromAPI[ep.Tenant]++
 		}
 	}
-	tenants := make([]string, 0, len(fromConfig))
-	for t := range fromConfig {
-		tenants = append(tenants, t)
-	}
-	slices.Sort(tenants)
-	for _, t := range tenants {
+	for _, ec := range cfg.Endpoints { // config.yaml's order: the first tenant past it is named
+		t := ec.Tenant
 		if n := fromConfig[t] + fromAPI[t]; n > maxEndpointsPerTenant {
 			return fmt.Errorf("tenant %q would have %d endpoints, %d from config.yaml and %d created through the admin API, more than the %d a tenant may have: remove some from config.yaml, or delete some through the admin API first", t, n, fromConfig[t], fromAPI[t], maxEndpointsPerTenant)
 		}

@@ -48,6 +48,10 @@ type endpointLoop struct {
 	// with Retry-After: the receiver asked for nothing at all until then
 	// (RFC 6585 §4), not only the retry of that one delivery.
 	hold time.Time
+	// holdStored is true while the store may keep a hold of this endpoint
+	// (one was read at start or written with an outcome): the next success
+	// ends it there (Outcome.EndHold), and only then.
+	holdStored bool
 
 	// swept is when expirePaused last looked (the loop goroutine only).
 	swept time.Time
@@ -70,8 +74,11 @@ func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
 	// nothing here).
 	if until, url, err := d.cfg.Store.EndpointHold(context.Background(), ep.ID, d.cfg.Now()); err != nil {
 		d.log.Warn("read the endpoint's Retry-After pause", "endpoint", ep.ID, "err", err)
-	} else if url == ep.URL {
-		l.hold = until
+	} else if !until.IsZero() {
+		l.holdStored = true
+		if url == ep.URL {
+			l.hold = until
+		}
 	}
 	return l
 }
@@ -426,7 +433,13 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 	end := d.cfg.Now()
 	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
 	hold := l.holdFor(&ep, res.answer, end)
-	recorded := d.complete(&ep, job, &res, dec, hold)
+	endHold := dec.Verdict == VerdictSucceeded && l.takeStoredHold()
+	recorded := d.complete(&ep, job, &res, dec, hold, endHold)
+	if endHold && !recorded {
+		l.mu.Lock()
+		l.holdStored = true // not ended: the next success tries again
+		l.mu.Unlock()
+	}
 	l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
 	// Only what the store kept is counted: an outcome dropped with its
 	// lease (the delivery was cancelled by an endpoint's delete, or
@@ -464,7 +477,18 @@ func (l *endpointLoop) holdFor(sent *storage.Endpoint, a Answer, now time.Time) 
 	if until.After(l.hold) {
 		l.hold = until
 	}
+	l.holdStored = true
 	return until
+}
+
+// takeStoredHold reports whether the store may keep a hold of the
+// endpoint, and forgets it: the success being recorded ends it there.
+func (l *endpointLoop) takeStoredHold() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	stored := l.holdStored
+	l.holdStored = false
+	return stored
 }
 
 // held reports whether the endpoint is paused by a Retry-After at now.
@@ -546,7 +570,7 @@ func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now t
 
 // complete writes an attempt and the state it leads to in one store write,
 // and reports whether the store kept them.
-func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time) bool {
+func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time, endHold bool) bool {
 	att := res.attempt
 	if dec.Reason != "" {
 		att.Error = joinError(att.Error, dec.Reason)
@@ -563,6 +587,7 @@ func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attem
 	if !hold.IsZero() {
 		out.Hold, out.HoldURL = hold, ep.URL
 	}
+	out.EndHold = endHold
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	err := d.cfg.Store.Complete(ctx, out)

@@ -329,3 +329,30 @@ func TestRetryAfterHoldSurvivesARestart(t *testing.T) {
 		}
 	}
 }
+
+// An operator's retry that goes through ends the receiver's pause in the
+// store too: the next start holds nothing back (Outcome.EndHold, set only
+// when the loop knows a hold may be stored).
+func TestRetryNowSuccessEndsTheStoredHold(t *testing.T) {
+	db, _ := openDB(t)
+	rc, first503 := zzHoldReceiver(t, 600)
+	ep := testEndpoint(t, db, "held", rc.URL, func(ep *storage.Endpoint) {
+		ep.MaxInFlight = 1
+		ep.Retry.MaxInterval = time.Hour
+	})
+	held := accept(t, db, event{}, ep)[0]
+	d := startDispatcher(t, db, Config{}, ep)
+	d.Notify(ep.ID)
+	waitFor(t, wait, "the 503's outcome", func() bool { return delivery(t, db, held.ID).AttemptCount == 1 })
+	if until, _, err := db.EndpointHold(context.Background(), ep.ID, time.Now()); err != nil || until.Before(first503().Add(9*time.Minute)) {
+		t.Fatalf("stored hold after a 503 with Retry-After: 600: %v %v", until, err)
+	}
+	if _, err := db.Retry(context.Background(), held.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d.RetryNow(ep.ID)
+	waitFor(t, wait, "the retried delivery", inState(t, db, held.ID, storage.StateSucceeded))
+	if until, _, err := db.EndpointHold(context.Background(), ep.ID, time.Now()); err != nil || !until.IsZero() {
+		t.Fatalf("stored hold after the operator's retry went through: %v %v, want none", until, err)
+	}
+}

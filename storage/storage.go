@@ -368,11 +368,14 @@ type Outcome struct {
 	// Hold, when not zero, is when the endpoint may be sent to again: its
 	// receiver, at HoldURL, asked for a pause (a 429 or 503 with
 	// Retry-After). The store keeps the latest hold per endpoint, in the
-	// same write, until it passes (Outbox.EndpointHold); an outcome that
-	// succeeded ends it (the receiver takes deliveries again: an
-	// operator's retry went through).
+	// same write, until it passes (Outbox.EndpointHold).
 	Hold    time.Time
 	HoldURL string
+	// EndHold deletes the endpoint's stored hold in the same write: the
+	// receiver takes deliveries again (an operator's retry went through).
+	// The dispatcher sets it only when a hold may be stored, so that a
+	// success costs the store no lookup.
+	EndHold bool
 }
 
 // Secret is one endpoint signing secret; an old one keeps signing until

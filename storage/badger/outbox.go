@@ -253,7 +253,7 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 		if err := txn.Set(attemptKey(d.ID, n), att); err != nil {
 			return err
 		}
-		if err := putEndpointHold(txn, d.Endpoint, out.Hold, out.HoldURL, out.State == storage.StateSucceeded); err != nil {
+		if err := putEndpointHold(txn, d.Endpoint, out.Hold, out.HoldURL, out.EndHold); err != nil {
 			return err
 		}
 		return db.moveQueue(txn, &d, old)
@@ -267,15 +267,12 @@ type endpointHold struct {
 }
 
 // putEndpointHold keeps the later of an endpoint's stored hold and until
-// (none when until is zero); a hold asked by another URL is replaced. A
-// success ends the stored hold.
-func putEndpointHold(txn *bdg.Txn, endpoint string, until time.Time, url string, succeeded bool) error {
+// (none when until is zero); a hold asked by another URL is replaced.
+// end deletes it (Outcome.EndHold).
+func putEndpointHold(txn *bdg.Txn, endpoint string, until time.Time, url string, end bool) error {
 	k := endpointHoldKey(endpoint)
-	if succeeded {
-		if _, err := txn.Get(k); err == nil {
-			return txn.Delete(k)
-		}
-		return nil
+	if end {
+		return txn.Delete(k)
 	}
 	if until.IsZero() {
 		return nil

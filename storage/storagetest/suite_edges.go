@@ -553,14 +553,14 @@ func testEndpointHold(t *testing.T, o Opener) {
 		check("after a restart", now, short, "https://b.example/hook")
 	}
 	check("once it has passed", short, time.Time{}, "")
-	// A success (an operator's retry went through) ends a hold.
+	// A success that ends the hold (an operator's retry went through).
 	must(s.Accept(ctx, event("acme", "stripe", "h6", "b", now.Add(5*time.Millisecond), "ep")))
 	j = must(s.Claim(ctx, "ep", now.Add(5*time.Millisecond), 1, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
-		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}); err != nil {
+		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded, EndHold: true}); err != nil {
 		t.Fatal(err)
 	}
-	check("after a success", now, time.Time{}, "")
+	check("after a success that ends it", now, time.Time{}, "")
 	if until, _, err := s.EndpointHold(ctx, "other", now); err != nil || !until.IsZero() {
 		t.Fatalf("another endpoint's hold: %v %v, want none", until, err)
 	}
