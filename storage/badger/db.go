@@ -486,54 +486,145 @@ func release(batch []*op, err error) {
 	}
 }
 
-// syncLoop makes committed batches durable: one sync covers every batch
-// committed before it started, then their ops are released.
+// syncLoop makes committed batches durable and releases their ops, in
+// the order committed. A sync covers every batch committed before it
+// started; up to syncSlots run at once, so a batch committed while one
+// runs need not wait for it to end before its own starts (a request
+// waited for one and a half syncs on average with one at a time).
 func (db *DB) syncLoop(done chan struct{}) {
 	defer close(done)
-	// received counts the batches received: the writer sends each batch
-	// once, in order, so these are the first applied. Until 2026-12-02
-	// synced was the writer's count of batches committed, read after the
-	// drain: a batch counted but not yet sent was taken as synced without
-	// its value log (mayWriteValues saw only the group).
-	var received uint64
-	for batch := range db.syncs {
-		group := [][]*op{batch}
-	drain:
-		for {
-			select {
-			case b, ok := <-db.syncs:
-				if !ok {
+	var (
+		// received counts the batches received: the writer sends each
+		// batch once, in order, so these are the first applied. Until
+		// 2026-12-02 synced was the writer's count of batches committed,
+		// read after the drain: a batch counted but not yet sent was
+		// taken as synced without its value log (mayWriteValues saw only
+		// the group).
+		received uint64
+		pending  [][]*op
+		flight   []*syncRun // in the order started
+		free     []int      // slots not in use
+		results  = make(chan *syncRun, syncSlots)
+		syncs    = db.syncs // nil once closed
+	)
+	for slot := syncSlots - 1; slot >= 0; slot-- {
+		free = append(free, slot)
+	}
+	for syncs != nil || len(pending) > 0 || len(flight) > 0 {
+		if len(pending) > 0 && len(free) > 0 {
+			received += uint64(len(pending))
+			slot := free[len(free)-1]
+			free = free[:len(free)-1]
+			r := db.startSync(pending, received, slot, results)
+			flight = append(flight, r)
+			pending = nil
+			if r.finished {
+				flight, free = db.releaseSynced(flight, free)
+			}
+			continue
+		}
+		select {
+		case b, ok := <-syncs:
+			if !ok {
+				syncs = nil
+				continue
+			}
+			pending = append(pending, b)
+			// Take what else is queued into the same sync.
+		drain:
+			for {
+				select {
+				case b, ok := <-syncs:
+					if !ok {
+						syncs = nil
+						break drain
+					}
+					pending = append(pending, b)
+				default:
 					break drain
 				}
-				group = append(group, b)
-			default:
-				break drain
 			}
+		case r := <-results:
+			db.logs.finish(r.plan, r.err)
+			if r.err != nil {
+				r.err = db.fail(r.err)
+			}
+			r.finished = true
+			flight, free = db.releaseSynced(flight, free)
 		}
-		received += uint64(len(group))
-		start := time.Now()
-		err := db.sync(mayWriteValues(group))
-		took := time.Since(start)
+	}
+}
+
+// A syncRun is one sync in flight and the batches it makes durable.
+type syncRun struct {
+	group    [][]*op
+	received uint64 // batches received up to this run's last
+	slot     int
+	plan     *syncPlan
+	start    time.Time
+	took     time.Duration
+	err      error
+	finished bool
+}
+
+// startSync plans a sync of group and runs it on its own goroutine,
+// which sends the run to results when done. A store that failed, or a
+// plan that failed, gives a run finished at once.
+func (db *DB) startSync(group [][]*op, received uint64, slot int, results chan<- *syncRun) *syncRun {
+	r := &syncRun{group: group, received: received, slot: slot, start: time.Now()}
+	if err := db.failure(); err != nil {
+		r.err, r.finished = err, true
+		return r
+	}
+	plan, err := db.logs.plan(mayWriteValues(group), slot)
+	if err != nil {
+		r.err, r.finished = db.fail(err), true
+		return r
+	}
+	r.plan = plan
+	go func() {
+		r.err = plan.run()
+		r.took = time.Since(r.start)
+		results <- r
+	}()
+	return r
+}
+
+// releaseSynced releases the finished runs at the head of flight, in
+// order, and returns what is left in flight and the free slots. A run
+// released after the store failed fails too, even if its own sync
+// succeeded: the failure may have been reported to another slot's sync
+// for pages this run counted on.
+func (db *DB) releaseSynced(flight []*syncRun, free []int) ([]*syncRun, []int) {
+	for len(flight) > 0 && flight[0].finished {
+		r := flight[0]
+		flight = flight[1:]
+		free = append(free, r.slot)
+		err := r.err
+		if err == nil {
+			err = db.failure()
+		}
 		if err == nil {
 			// Counted before the callers return: a caller then sees its
 			// own write in SyncStats.
 			writes := 0
-			for _, b := range group {
+			for _, b := range r.group {
 				writes += len(b)
 			}
-			db.stats.observe(took, writes)
+			db.stats.observe(r.took, writes)
 		}
-		for _, b := range group {
+		for _, b := range r.group {
 			release(b, err)
 		}
 		if err == nil {
-			db.synced.Store(received)
+			db.synced.Store(r.received)
 		}
 		db.syncMu.Lock()
 		close(db.durable)
 		db.durable = make(chan struct{})
 		db.syncMu.Unlock()
 	}
+	return flight, free
 }
 
 // mayWriteValues reports whether a group of batches may have written to
@@ -553,20 +644,16 @@ func mayWriteValues(group [][]*op) bool {
 	return false
 }
 
-// sync makes Badger's logs durable (see logSyncer for why not DB.Sync);
-// values says whether a write since the last sync may have reached the
-// value log. A failure is fatal to the store.
-func (db *DB) sync(values bool) error {
-	if err := db.failure(); err != nil {
-		return err
-	}
-	if err := db.logs.sync(values); err != nil {
+// fail latches a sync's failure: it is fatal to the store, every later
+// write is refused until a restart (the page cache may have dropped what
+// it could not write). It returns the error writes are answered with.
+func (db *DB) fail(err error) error {
+	werr := fmt.Errorf("%w: %v", ErrSyncFailed, err)
+	if db.failed.CompareAndSwap(nil, &werr) {
 		db.log.Error("badger sync failed: refusing further writes until restart", "err", err)
-		werr := fmt.Errorf("%w: %v", ErrSyncFailed, err)
-		db.failed.Store(&werr)
 		return werr
 	}
-	return nil
+	return db.failure()
 }
 
 func (db *DB) failure() error {

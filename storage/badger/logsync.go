@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -31,7 +32,16 @@ import (
 // durable. So once a newer log exists, one more sync of an older one makes
 // it final, and it can be let go.
 //
-// Only the syncer goroutine uses a logSyncer.
+// Up to syncSlots syncs may run at once (DB.syncLoop). Each slot has a
+// file handle of its own on every log: Linux reports a writeback error
+// once per open file, to the first sync that asks, so two syncs sharing a
+// handle could see the error go to one of them and the other succeed
+// over pages that never reached the disk. With a handle per slot each
+// sync hears of every error since that slot's last sync (which, if it
+// heard one, stopped the store).
+//
+// Only the syncer goroutine plans and finishes syncs; a plan's run may
+// happen on any goroutine.
 type logSyncer struct {
 	dir  string
 	kind []*logKind
@@ -42,6 +52,9 @@ type logSyncer struct {
 	// syncDir makes the directory's entries durable; tests replace it.
 	syncDir func(dir string) error
 }
+
+// syncSlots is how many syncs may be in flight at once.
+const syncSlots = 2
 
 // logKind tracks the logs of one kind.
 type logKind struct {
@@ -57,8 +70,31 @@ type logKind struct {
 }
 
 type trackedLog struct {
-	f    *os.File
-	info os.FileInfo // of f when opened: is the name still this file?
+	f    [syncSlots]*os.File // one handle per sync slot
+	info os.FileInfo         // of f[0] when opened: is the name still this file?
+	// refs counts the planned syncs that have not finished with f.
+	refs int
+	// final is set once a sync planned after Badger moved on to a newer
+	// log finished: nothing more is written to this one, and it is
+	// durable. It is closed once refs is 0.
+	final bool
+}
+
+func (l *trackedLog) name() string { return l.f[0].Name() }
+
+func (l *trackedLog) close() {
+	for _, f := range l.f {
+		_ = f.Close()
+	}
+}
+
+// A syncPlan is one sync: the files to make durable, and the sealed logs
+// it makes final.
+type syncPlan struct {
+	slot     int
+	files    []*trackedLog
+	sealed   []*trackedLog
+	syncFile func(*os.File) error
 }
 
 func newLogSyncer(dir string) (*logSyncer, error) {
@@ -80,45 +116,95 @@ func newLogSyncer(dir string) (*logSyncer, error) {
 	return s, nil
 }
 
-// sync makes every write Badger finished before the call durable. values
-// says whether any of them may have reached the value log since the last
-// sync; the first sync covers it regardless (an earlier process may have
-// left writes there unsynced).
+// sync makes every write Badger finished before the call durable, in the
+// caller's goroutine and slot 0 (see plan for values).
 func (s *logSyncer) sync(values bool) error {
+	p, err := s.plan(values, 0)
+	if err != nil {
+		return err
+	}
+	err = p.run()
+	s.finish(p, err)
+	return err
+}
+
+// plan prepares a sync of every write Badger finished before the call,
+// to run in slot (no other sync may be running in it). values says
+// whether any of those writes may have reached the value log since the
+// last sync; the first sync covers it regardless (an earlier process may
+// have left writes there unsynced). New logs' directory entries are
+// synced here, before the plan is returned.
+func (s *logSyncer) plan(values bool, slot int) (*syncPlan, error) {
 	values = values || !s.started
 	s.started = true
+	p := &syncPlan{slot: slot, syncFile: s.syncFile}
 	for _, k := range s.kind {
 		if k.values && !values {
 			continue
 		}
 		found, err := k.discover(s.dir)
 		if err != nil {
-			return err
+			s.finish(p, err)
+			return nil, err
 		}
 		if found {
 			// A new log's directory entry must survive too.
 			if err := s.syncDir(s.dir); err != nil {
-				return fmt.Errorf("sync directory %s: %w", s.dir, err)
+				s.finish(p, err)
+				return nil, fmt.Errorf("sync directory %s: %w", s.dir, err)
 			}
 		}
-		for _, l := range k.logs {
-			if err := s.syncFile(l.f); err != nil {
-				return fmt.Errorf("sync %s: %w", l.f.Name(), err)
+		for i, l := range k.logs {
+			if l.final {
+				continue
+			}
+			l.refs++
+			p.files = append(p.files, l)
+			// All but the newest are sealed: this sync makes them final.
+			if i < len(k.logs)-1 {
+				p.sealed = append(p.sealed, l)
 			}
 		}
-		// All but the newest are sealed, and now durable for good.
-		for len(k.logs) > 1 {
-			_ = k.logs[0].f.Close()
-			k.logs = k.logs[1:]
+	}
+	return p, nil
+}
+
+// run makes the plan's files durable; it touches no syncer state.
+func (p *syncPlan) run() error {
+	for _, l := range p.files {
+		if err := p.syncFile(l.f[p.slot]); err != nil {
+			return fmt.Errorf("sync %s: %w", l.name(), err)
 		}
 	}
 	return nil
 }
 
+// finish records the outcome of a plan's run and closes the logs that
+// are final and no longer in any sync's hands.
+func (s *logSyncer) finish(p *syncPlan, err error) {
+	for _, l := range p.files {
+		l.refs--
+	}
+	if err == nil {
+		for _, l := range p.sealed {
+			l.final = true
+		}
+	}
+	for _, k := range s.kind {
+		k.logs = slices.DeleteFunc(k.logs, func(l *trackedLog) bool {
+			if l.final && l.refs == 0 {
+				l.close()
+				return true
+			}
+			return false
+		})
+	}
+}
+
 func (s *logSyncer) close() {
 	for _, k := range s.kind {
 		for _, l := range k.logs {
-			_ = l.f.Close()
+			l.close()
 		}
 		k.logs = nil
 	}
@@ -144,7 +230,7 @@ func (k *logKind) discover(dir string) (bool, error) {
 	// flushed to tables, which Badger made durable itself.
 	if n := len(k.logs); n > 0 {
 		newest := k.logs[n-1]
-		info, err := os.Stat(newest.f.Name())
+		info, err := os.Stat(newest.name())
 		if err == nil && os.SameFile(info, newest.info) {
 			return found, nil
 		}
@@ -189,19 +275,30 @@ func (k *logKind) scan(dir string) (bool, error) {
 
 // open starts tracking log number n if it exists.
 func (k *logKind) open(dir string, n int) (bool, error) {
-	f, err := os.Open(filepath.Join(dir, k.name(n)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+	name := filepath.Join(dir, k.name(n))
+	l := &trackedLog{}
+	for i := range l.f {
+		f, err := os.Open(name)
+		if err != nil {
+			for _, f := range l.f[:i] {
+				_ = f.Close()
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				// Gone after all (or between two opens): flushed to a
+				// table, which Badger made durable itself.
+				return false, nil
+			}
+			return false, err
+		}
+		l.f[i] = f
 	}
+	info, err := l.f[0].Stat()
 	if err != nil {
+		l.close()
 		return false, err
 	}
-	info, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return false, err
-	}
-	k.logs = append(k.logs, &trackedLog{f: f, info: info})
+	l.info = info
+	k.logs = append(k.logs, l)
 	k.next = n + 1
 	return true, nil
 }

@@ -42,6 +42,19 @@ func (r *syncRecorder) install(s *logSyncer) {
 	}
 }
 
+// newRecordedSyncer opens a logSyncer on dir whose syncs rec records.
+func newRecordedSyncer(t *testing.T, dir string) (*logSyncer, *syncRecorder) {
+	t.Helper()
+	s, err := newLogSyncer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.close)
+	rec := &syncRecorder{}
+	rec.install(s)
+	return s, rec
+}
+
 // take returns the events recorded since the last call, .vlog ones left out.
 func (r *syncRecorder) take() []string {
 	r.mu.Lock()
@@ -74,13 +87,7 @@ func TestLogSyncerFollowsBadgersLogs(t *testing.T) {
 	create("000001.vlog")
 	create("00003.sst")
 	create("0004.mem") // not a name Badger gives: ignored
-	s, err := newLogSyncer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	var rec syncRecorder
-	rec.install(s)
+	s, rec := newRecordedSyncer(t, dir)
 	step := func(want ...string) {
 		t.Helper()
 		if err := s.sync(true); err != nil {
@@ -176,8 +183,8 @@ func TestSealedMemtableLogsAreSynced(t *testing.T) {
 	}
 	slices.Sort(mems)
 	held := db.logs.kind[0].logs
-	if len(held) != 1 || held[0].f.Name() != mems[len(mems)-1] {
-		t.Fatalf("syncer holds %d logs (last %s), Badger's current is %s", len(held), held[len(held)-1].f.Name(), mems[len(mems)-1])
+	if len(held) != 1 || held[0].name() != mems[len(mems)-1] {
+		t.Fatalf("syncer holds %d logs (last %s), Badger's current is %s", len(held), held[len(held)-1].name(), mems[len(mems)-1])
 	}
 }
 

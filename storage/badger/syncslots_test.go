@@ -1,0 +1,157 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+)
+
+// TestSecondSyncRunsWhileTheFirstIsHeld: a write committed while another
+// write's sync is running gets a sync of its own at once, on a file
+// handle of its own, but is answered only after the earlier write, and
+// with its error if that sync fails (a sync that succeeds after a failed
+// one proves nothing: the failure may have cost this write's pages).
+func TestSecondSyncRunsWhileTheFirstIsHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		heldErr error // what the held sync returns
+	}{
+		{"held sync succeeds", nil},
+		{"held sync fails", errors.New("EIO")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := openTestDB(t, Options{})
+			set := func(key string) error {
+				return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
+			}
+			if err := set("test/warm"); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				armed, entered atomic.Bool
+				gate           = make(chan struct{})
+				mu             sync.Mutex
+				held           *os.File
+				during         []*os.File // synced while held was held
+			)
+			db.logs.syncFile = func(f *os.File) error {
+				if armed.Load() && entered.CompareAndSwap(false, true) {
+					mu.Lock()
+					held = f
+					mu.Unlock()
+					<-gate
+					if tc.heldErr != nil {
+						return tc.heldErr
+					}
+					return fdatasync(f)
+				}
+				if entered.Load() {
+					mu.Lock()
+					during = append(during, f)
+					mu.Unlock()
+				}
+				return fdatasync(f)
+			}
+			armed.Store(true)
+			opened := true
+			defer func() {
+				if opened {
+					close(gate)
+				}
+			}()
+			first, second := make(chan error, 1), make(chan error, 1)
+			go func() { first <- set("test/first") }()
+			waitFor(t, 10*time.Second, "the first write's sync to start", entered.Load)
+			go func() { second <- set("test/second") }()
+			waitFor(t, 10*time.Second, "the second write's sync of the same log while the first is held", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.ContainsFunc(during, func(f *os.File) bool { return f.Name() == held.Name() })
+			})
+			mu.Lock()
+			for _, f := range during {
+				if f.Name() == held.Name() && f.Fd() == held.Fd() {
+					t.Errorf("both syncs of %s used file descriptor %d", filepath.Base(f.Name()), f.Fd())
+				}
+			}
+			mu.Unlock()
+			select {
+			case err := <-second:
+				t.Fatalf("the second write was answered (%v) before the first write's sync ended", err)
+			case err := <-first:
+				t.Fatalf("the first write was answered (%v) during its sync", err)
+			case <-time.After(200 * time.Millisecond): // an absence check, not synchronisation
+			}
+			opened = false
+			close(gate)
+			errFirst := <-first
+			errSecond := <-second
+			if tc.heldErr == nil {
+				if errFirst != nil || errSecond != nil {
+					t.Fatalf("writes: %v, %v", errFirst, errSecond)
+				}
+				return
+			}
+			if !errors.Is(errFirst, ErrSyncFailed) || !errors.Is(errSecond, ErrSyncFailed) {
+				t.Fatalf("writes after a failed sync: %v, %v; want ErrSyncFailed for both", errFirst, errSecond)
+			}
+			if err := set("test/after"); !errors.Is(err, ErrSyncFailed) {
+				t.Fatalf("write after the failed sync: %v, want ErrSyncFailed", err)
+			}
+		})
+	}
+}
+
+// TestLogSyncerKeepsSealedLogsForSyncsInFlight: a sealed log made final
+// by a later sync stays open while an earlier sync still has to sync it,
+// and is let go once that one is done.
+func TestLogSyncerKeepsSealedLogsForSyncsInFlight(t *testing.T) {
+	dir := t.TempDir()
+	create := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("entry"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("00001.mem")
+	s, rec := newRecordedSyncer(t, dir)
+	early, err := s.plan(true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create("00002.mem") // Badger moves on while the early sync is in flight
+	late, err := s.plan(true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.run(); err != nil {
+		t.Fatal(err)
+	}
+	s.finish(late, nil) // 1 is final now, but the early sync holds it
+	if err := early.run(); err != nil {
+		t.Fatalf("the early sync after the late one finished: %v", err)
+	}
+	s.finish(early, nil)
+	if got, want := rec.take(), []string{"dir", "00001.mem", "00002.mem", "00001.mem"}; !slices.Equal(got, want) {
+		t.Fatalf("synced %q, want %q", got, want)
+	}
+	held := s.kind[0].logs
+	if len(held) != 1 || filepath.Base(held[0].name()) != "00002.mem" {
+		t.Fatalf("syncer holds %d memtable logs, want 00002.mem alone", len(held))
+	}
+	if err := s.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rec.take(), []string{"00002.mem"}; !slices.Equal(got, want) {
+		t.Fatalf("next sync synced %q, want %q", got, want)
+	}
+}
