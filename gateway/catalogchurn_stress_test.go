@@ -165,35 +165,25 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 	var events sync.Map // index -> gateway event id
 	var nEvents atomic.Int64
 	// Ingest: a.* and b.* events.
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				typ := "b.x"
-				if i%10 == 0 {
-					typ = "a.x"
-				}
-				body := fmt.Appendf(nil, `{"id":"w%d-%d","type":%q}`, w, i, typ)
-				st, b := c.do("POST", "http://"+g.PublicAddr()+"/ingest/open", "", body)
-				if st != 202 {
-					if st != 0 {
-						c.errorf("ingest: %d %s", st, b)
-					}
-					continue
-				}
-				var v jsonMap
-				if json.Unmarshal(b, &v) == nil {
-					events.Store(nEvents.Add(1)-1, v["id"].(string))
-				}
+	untilStopped(&wg, stop, 3, func(w, i int) bool {
+		typ := "b.x"
+		if i%10 == 0 {
+			typ = "a.x"
+		}
+		body := fmt.Appendf(nil, `{"id":"w%d-%d","type":%q}`, w, i, typ)
+		st, b := c.do("POST", "http://"+g.PublicAddr()+"/ingest/open", "", body)
+		if st != 202 {
+			if st != 0 {
+				c.errorf("ingest: %d %s", st, b)
 			}
-		}()
-	}
+			return true
+		}
+		var v jsonMap
+		if json.Unmarshal(b, &v) == nil {
+			events.Store(nEvents.Add(1)-1, v["id"].(string))
+		}
+		return true
+	})
 	randomEvent := func(rng *rand.Rand) (string, bool) {
 		n := nEvents.Load()
 		if n == 0 {
@@ -206,79 +196,64 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 		return v.(string), true
 	}
 	// Replays and retries.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		rng := rand.New(rand.NewPCG(1, 2))
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			evt, ok := randomEvent(rng)
-			if !ok {
-				continue
-			}
-			switch i % 10 {
-			case 0:
-				c.api("POST", "/replays", jsonMap{"source": "open", "since": time.Now().Add(-300 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
-			case 1, 2, 3:
-				c.api("POST", "/events/"+evt+"/replay", jsonMap{})
-			default:
-				st, b := c.api("GET", "/deliveries?event="+evt, nil)
-				if st != 200 {
-					continue
-				}
-				var l apiList[deliveryView]
-				if json.Unmarshal(b, &l) != nil || len(l.Data) == 0 {
-					continue
-				}
-				d := l.Data[rng.IntN(len(l.Data))]
-				c.api("POST", "/deliveries/"+d.ID+"/retry", nil)
-			}
+	rng := rand.New(rand.NewPCG(1, 2))
+	untilStopped(&wg, stop, 1, func(_, i int) bool {
+		evt, ok := randomEvent(rng)
+		if !ok {
+			return true
 		}
-	}()
+		switch i % 10 {
+		case 0:
+			c.api("POST", "/replays", jsonMap{"source": "open", "since": time.Now().Add(-300 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
+		case 1, 2, 3:
+			c.api("POST", "/events/"+evt+"/replay", jsonMap{})
+		default:
+			st, b := c.api("GET", "/deliveries?event="+evt, nil)
+			if st != 200 {
+				return true
+			}
+			var l apiList[deliveryView]
+			if json.Unmarshal(b, &l) != nil || len(l.Data) == 0 {
+				return true
+			}
+			d := l.Data[rng.IntN(len(l.Data))]
+			c.api("POST", "/deliveries/"+d.ID+"/retry", nil)
+		}
+		return true
+	})
 	// Catalog churn.
 	var churnGen atomic.Int64 // generation of "churn" now
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 1; ; i++ {
+	untilStopped(&wg, stop, 1, func(_, i int) bool {
+		i++ // generations from 1
+		c.api("PATCH", "/endpoints/rl", jsonMap{"url": rc.url("rl", i)})
+		c.api("POST", "/endpoints/rl/rotate-secret", jsonMap{"grace": "1h"})
+		c.api("PATCH", "/endpoints/mf", jsonMap{"url": rc.url("mf", i), "timeout": fmt.Sprintf("%ds", 1+i%3)})
+		if st, b := c.api("DELETE", "/endpoints/churn", nil); st != 204 {
+			c.errorf("delete churn: %d %s", st, b)
+			return true
+		}
+		types := []string{"a.*"}
+		if i%2 == 1 {
+			types = []string{"b.*"}
+		}
+		for {
+			st, b := c.api("POST", "/endpoints", jsonMap{"id": "churn", "url": rc.url("churn", i), "event_types": types})
+			if st == 201 {
+				churnGen.Store(int64(i))
+				break
+			}
+			if st != 409 {
+				c.errorf("create churn: %d %s", st, b)
+				return false
+			}
 			select {
 			case <-stop:
-				return
-			default:
-			}
-			c.api("PATCH", "/endpoints/rl", jsonMap{"url": rc.url("rl", i)})
-			c.api("POST", "/endpoints/rl/rotate-secret", jsonMap{"grace": "1h"})
-			c.api("PATCH", "/endpoints/mf", jsonMap{"url": rc.url("mf", i), "timeout": fmt.Sprintf("%ds", 1+i%3)})
-			if st, b := c.api("DELETE", "/endpoints/churn", nil); st != 204 {
-				c.errorf("delete churn: %d %s", st, b)
-				continue
-			}
-			types := []string{"a.*"}
-			if i%2 == 1 {
-				types = []string{"b.*"}
-			}
-			for {
-				st, b := c.api("POST", "/endpoints", jsonMap{"id": "churn", "url": rc.url("churn", i), "event_types": types})
-				if st == 201 {
-					churnGen.Store(int64(i))
-					break
-				}
-				if st != 409 {
-					c.errorf("create churn: %d %s", st, b)
-					return
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond): // the backlog cancel's pace, not a synchronisation
-				}
+				return false
+			case <-time.After(20 * time.Millisecond): // the backlog cancel's pace, not a synchronisation
 			}
 		}
-	}()
+		return true
+	})
 
 	time.Sleep(dur) // the length of the load, not a synchronisation
 	close(stop)

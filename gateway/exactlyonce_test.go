@@ -306,99 +306,89 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 	stop := make(chan struct{})
 	var pwg sync.WaitGroup
 	const providers = 5
-	for p := range providers {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				src := []string{"sw", "open", "other"}[int(rnd()*2.4)]
-				typ := []string{"invoice.paid", "customer.created"}[int(rnd()*2)]
-				eid := fmt.Sprintf("p%d-%d", p, i)
-				body := fmt.Appendf(nil, `{"id":%q,"type":%q,"n":%d}`, eid, typ, i)
-				ev := &scenEvent{source: src, eid: eid, typ: typ, body: body}
-				if src == "other" {
-					ev.typ = ""
-				}
-				evMu.Lock()
-				events = append(events, ev)
-				evMu.Unlock()
-				headers := func() map[string]string {
-					switch src {
-					case "sw":
-						return signSW(eid, time.Now(), body)
-					case "other":
-						return map[string]string{"Idempotency-Key": eid}
-					}
-					return nil
-				}
-				// sendUntilAnswered is a provider retrying until it gets an answer
-				// (the gateway may be restarting).
-				sendUntilAnswered := func(b []byte) (int, http.Header, []byte) {
-					deadline := time.Now().Add(15 * time.Second)
-					for {
-						h := headers()
-						if !bytes.Equal(b, body) && src == "sw" {
-							h = signSW(eid, time.Now(), b)
-						}
-						st, hdr, rb, err := s.ingest(src, b, h)
-						if err == nil && st != 503 {
-							return st, hdr, rb
-						}
-						if time.Now().After(deadline) {
-							s.errorf("event %s/%s: no answer in 15s: %d %v", src, eid, st, err)
-							return 0, nil, nil
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
-				}
-				record := func(st int, hdr http.Header, rb []byte) {
-					if st == 0 {
-						return
-					}
-					if st != 202 {
-						s.errorf("event %s/%s: %d %s", src, eid, st, rb)
-						return
-					}
-					evMu.Lock()
-					defer evMu.Unlock()
-					if ev.firstOK.IsZero() {
-						ev.firstOK = time.Now()
-					}
-					ev.answers = append(ev.answers, string(rb))
-					ev.replayedFlags = append(ev.replayedFlags, hdr.Get(headerReplayed) == "true")
-				}
-				ev.firstSend = time.Now()
-				switch m := rnd(); {
-				case m < 0.5:
-					record(sendUntilAnswered(body))
-				case m < 0.8:
-					for range 1 + int(rnd()*3) {
-						record(sendUntilAnswered(body))
-					}
-				default:
-					var wg sync.WaitGroup
-					for range 3 {
-						wg.Add(1)
-						go func() { defer wg.Done(); record(sendUntilAnswered(body)) }()
-					}
-					wg.Wait()
-				}
-				if rnd() < 0.1 {
-					other := fmt.Appendf(nil, `{"id":%q,"type":%q,"n":%d,"changed":true}`, eid, typ, i)
-					st, _, _ := sendUntilAnswered(other)
-					evMu.Lock()
-					ev.wrongBodyStatus = st
-					evMu.Unlock()
-				}
-				time.Sleep(time.Duration(5+rnd()*20) * time.Millisecond)
+	untilStopped(&pwg, stop, providers, func(p, i int) bool {
+		src := []string{"sw", "open", "other"}[int(rnd()*2.4)]
+		typ := []string{"invoice.paid", "customer.created"}[int(rnd()*2)]
+		eid := fmt.Sprintf("p%d-%d", p, i)
+		body := fmt.Appendf(nil, `{"id":%q,"type":%q,"n":%d}`, eid, typ, i)
+		ev := &scenEvent{source: src, eid: eid, typ: typ, body: body}
+		if src == "other" {
+			ev.typ = ""
+		}
+		evMu.Lock()
+		events = append(events, ev)
+		evMu.Unlock()
+		headers := func() map[string]string {
+			switch src {
+			case "sw":
+				return signSW(eid, time.Now(), body)
+			case "other":
+				return map[string]string{"Idempotency-Key": eid}
 			}
-		}()
-	}
+			return nil
+		}
+		// sendUntilAnswered is a provider retrying until it gets an answer
+		// (the gateway may be restarting).
+		sendUntilAnswered := func(b []byte) (int, http.Header, []byte) {
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				h := headers()
+				if !bytes.Equal(b, body) && src == "sw" {
+					h = signSW(eid, time.Now(), b)
+				}
+				st, hdr, rb, err := s.ingest(src, b, h)
+				if err == nil && st != 503 {
+					return st, hdr, rb
+				}
+				if time.Now().After(deadline) {
+					s.errorf("event %s/%s: no answer in 15s: %d %v", src, eid, st, err)
+					return 0, nil, nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		record := func(st int, hdr http.Header, rb []byte) {
+			if st == 0 {
+				return
+			}
+			if st != 202 {
+				s.errorf("event %s/%s: %d %s", src, eid, st, rb)
+				return
+			}
+			evMu.Lock()
+			defer evMu.Unlock()
+			if ev.firstOK.IsZero() {
+				ev.firstOK = time.Now()
+			}
+			ev.answers = append(ev.answers, string(rb))
+			ev.replayedFlags = append(ev.replayedFlags, hdr.Get(headerReplayed) == "true")
+		}
+		ev.firstSend = time.Now()
+		switch m := rnd(); {
+		case m < 0.5:
+			record(sendUntilAnswered(body))
+		case m < 0.8:
+			for range 1 + int(rnd()*3) {
+				record(sendUntilAnswered(body))
+			}
+		default:
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Add(1)
+				go func() { defer wg.Done(); record(sendUntilAnswered(body)) }()
+			}
+			wg.Wait()
+		}
+		if rnd() < 0.1 {
+			other := fmt.Appendf(nil, `{"id":%q,"type":%q,"n":%d,"changed":true}`, eid, typ, i)
+			st, _, _ := sendUntilAnswered(other)
+			evMu.Lock()
+			ev.wrongBodyStatus = st
+			evMu.Unlock()
+		}
+		time.Sleep(time.Duration(5+rnd()*20) * time.Millisecond)
+		return true
+	})
 
 	// acmeEventIDs returns gateway ids of acme events acknowledged so far.
 	acmeEventIDs := func() []string {
@@ -887,35 +877,25 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	for p := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				eid := fmt.Sprintf("q%d-%d", p, i)
-				ev := &sent{eid: eid, body: fmt.Appendf(nil, `{"id":%q,"type":"t","n":%d}`, eid, i), first: time.Now()}
-				mu.Lock()
-				evs = append(evs, ev)
-				mu.Unlock()
+	untilStopped(&wg, stop, 4, func(p, i int) bool {
+		eid := fmt.Sprintf("q%d-%d", p, i)
+		ev := &sent{eid: eid, body: fmt.Appendf(nil, `{"id":%q,"type":"t","n":%d}`, eid, i), first: time.Now()}
+		mu.Lock()
+		evs = append(evs, ev)
+		mu.Unlock()
+		post(ev)
+		if rnd() < 0.3 {
+			// The provider's retry after the window (1s): a new event.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(1200 * time.Millisecond)
 				post(ev)
-				if rnd() < 0.3 {
-					// The provider's retry after the window (1s): a new event.
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						time.Sleep(1200 * time.Millisecond)
-						post(ev)
-					}()
-				}
-				time.Sleep(time.Duration(10+rnd()*20) * time.Millisecond)
-			}
-		}()
-	}
+			}()
+		}
+		time.Sleep(time.Duration(10+rnd()*20) * time.Millisecond)
+		return true
+	})
 
 	start := time.Now()
 	at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }

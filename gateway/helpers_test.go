@@ -216,3 +216,25 @@ func newIdleGateway(tb testing.TB, extra string) *Gateway {
 	tb.Cleanup(func() { _ = g.Shutdown() })
 	return g
 }
+
+// untilStopped starts n load workers, counted in wg. Worker w calls
+// step(w, i) for i = 0, 1, 2, ... until stop is closed or step returns
+// false.
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, n int, step func(w, i int) bool) {
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !step(w, i) {
+					return
+				}
+			}
+		}()
+	}
+}

@@ -32,40 +32,30 @@ func TestShutdownUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	started := make(chan struct{}, 8)
 	client := &http.Client{}
-	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				body := fmt.Sprintf(`{"id":"c%d-%d"}`, c, i)
-				resp, err := client.Post("http://"+addr+"/ingest/open", "application/json", bytes.NewReader([]byte(body)))
-				if err != nil {
-					return // the listener is gone: not acknowledged
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode >= 500 {
-					t.Errorf("answer during shutdown: %d %s", resp.StatusCode, b)
-					return
-				}
-				if resp.StatusCode == 202 {
-					var ans map[string]string
-					_ = json.Unmarshal(b, &ans)
-					mu.Lock()
-					acked = append(acked, ans["id"])
-					mu.Unlock()
-				}
-				if i == 10 {
-					started <- struct{}{}
-				}
-			}
-		}()
-	}
+	untilStopped(&wg, stop, 8, func(c, i int) bool {
+		body := fmt.Sprintf(`{"id":"c%d-%d"}`, c, i)
+		resp, err := client.Post("http://"+addr+"/ingest/open", "application/json", bytes.NewReader([]byte(body)))
+		if err != nil {
+			return false // the listener is gone: not acknowledged
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			t.Errorf("answer during shutdown: %d %s", resp.StatusCode, b)
+			return false
+		}
+		if resp.StatusCode == 202 {
+			var ans map[string]string
+			_ = json.Unmarshal(b, &ans)
+			mu.Lock()
+			acked = append(acked, ans["id"])
+			mu.Unlock()
+		}
+		if i == 10 {
+			started <- struct{}{}
+		}
+		return true
+	})
 	for range 8 {
 		<-started
 	}
