@@ -47,7 +47,9 @@ var (
 const (
 	maxBatchOps   = 1024
 	maxBatchBytes = 4 << 20
-	// syncQueue bounds how many committed batches may wait for a sync.
+	// syncQueue bounds how many committed batches may wait for a sync:
+	// as many in the queue, and as many more taken from it while every
+	// sync slot is busy. Past that the writer waits.
 	syncQueue = 64
 	// numMemtables is Badger's NumMemtables: the current memtable and
 	// those waiting to be flushed.
@@ -523,8 +525,12 @@ func (db *DB) syncLoop(done chan struct{}) {
 			}
 			continue
 		}
+		in := syncs
+		if len(pending) >= syncQueue {
+			in = nil // every slot busy and a sync's worth waiting
+		}
 		select {
-		case b, ok := <-syncs:
+		case b, ok := <-in:
 			if !ok {
 				syncs = nil
 				continue
@@ -532,7 +538,7 @@ func (db *DB) syncLoop(done chan struct{}) {
 			pending = append(pending, b)
 			// Take what else is queued into the same sync.
 		drain:
-			for {
+			for len(pending) < syncQueue {
 				select {
 				case b, ok := <-syncs:
 					if !ok {

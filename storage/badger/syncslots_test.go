@@ -155,3 +155,72 @@ func TestLogSyncerKeepsSealedLogsForSyncsInFlight(t *testing.T) {
 		t.Fatalf("next sync synced %q, want %q", got, want)
 	}
 }
+
+// TestCloseWaitsForTheSyncInFlight: Close during a sync returns only
+// after that sync ended and its write was answered, and the write is there
+// after a reopen (the syncer must not stop, and close its log handles,
+// with a sync still running).
+func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	set := func(key string) error {
+		return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
+	}
+	if err := set("test/warm"); err != nil {
+		t.Fatal(err)
+	}
+	var armed, entered atomic.Bool
+	gate := make(chan struct{})
+	db.logs.syncFile = func(f *os.File) error {
+		if armed.Load() && entered.CompareAndSwap(false, true) {
+			<-gate
+		}
+		return fdatasync(f)
+	}
+	armed.Store(true)
+	opened := true
+	defer func() {
+		if opened {
+			close(gate)
+		}
+	}()
+	written, closed := make(chan error, 1), make(chan error, 1)
+	go func() { written <- set("test/held") }()
+	waitFor(t, 10*time.Second, "the write's sync to start", entered.Load)
+	go func() { closed <- db.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a sync was in flight", err)
+	case err := <-written:
+		t.Fatalf("the write was answered (%v) during its sync", err)
+	case <-time.After(200 * time.Millisecond): // an absence check, not synchronisation
+	}
+	opened = false
+	close(gate)
+	for name, ch := range map[string]chan error{"the write": written, "Close": closed} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not return after the sync ended", name)
+		}
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.view(func(txn *bdg.Txn) error {
+		_, err := txn.Get([]byte("test/held"))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the write answered before Close, after a reopen: %v", err)
+	}
+}
