@@ -23,19 +23,19 @@ import (
 	"time"
 )
 
-// zzResult is what one finished run of the binary printed and returned.
-type zzResult struct {
+// cliResult is what one finished run of the binary printed and returned.
+type cliResult struct {
 	stdout, stderr string
 	code           int
 }
 
-func (r zzResult) String() string {
+func (r cliResult) String() string {
 	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// zzEnv is the environment of a run: the test's, without any HOOKGATE_
+// cliEnv is the environment of a run: the test's, without any HOOKGATE_
 // variable (the review must not depend on the shell it runs in), plus extra.
-func zzEnv(extra ...string) []string {
+func cliEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HOOKGATE_") {
@@ -45,8 +45,8 @@ func zzEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// zzRun runs the binary in dir to its end (at most a minute).
-func zzRun(t *testing.T, bin, dir string, env []string, args ...string) zzResult {
+// runCLI runs the binary in dir to its end (at most a minute).
+func runCLI(t *testing.T, bin, dir string, env []string, args ...string) cliResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -55,7 +55,7 @@ func zzRun(t *testing.T, bin, dir string, env []string, args ...string) zzResult
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	r := zzResult{stdout: out.String(), stderr: errOut.String()}
+	r := cliResult{stdout: out.String(), stderr: errOut.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
@@ -67,20 +67,20 @@ func zzRun(t *testing.T, bin, dir string, env []string, args ...string) zzResult
 	return r
 }
 
-// zzProc is a running gateway whose stdout and stderr go to files.
-type zzProc struct {
+// cliProc is a running gateway whose stdout and stderr go to files.
+type cliProc struct {
 	cmd            *exec.Cmd
 	stdout, stderr string
 	exited         chan struct{}
 	state          *os.ProcessState
 }
 
-// zzStart starts the binary in dir; it is killed and waited for at the end
+// startCLI starts the binary in dir; it is killed and waited for at the end
 // of the test.
-func zzStart(t *testing.T, bin, dir string, env []string, attr *syscall.SysProcAttr, args ...string) *zzProc {
+func startCLI(t *testing.T, bin, dir string, env []string, attr *syscall.SysProcAttr, args ...string) *cliProc {
 	t.Helper()
 	logs := t.TempDir()
-	p := &zzProc{stdout: filepath.Join(logs, "stdout"), stderr: filepath.Join(logs, "stderr"), exited: make(chan struct{})}
+	p := &cliProc{stdout: filepath.Join(logs, "stdout"), stderr: filepath.Join(logs, "stderr"), exited: make(chan struct{})}
 	so, err := os.Create(p.stdout)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func zzStart(t *testing.T, bin, dir string, env []string, attr *syscall.SysProcA
 	return p
 }
 
-func (p *zzProc) alive() bool {
+func (p *cliProc) alive() bool {
 	select {
 	case <-p.exited:
 		return false
@@ -122,13 +122,13 @@ func (p *zzProc) alive() bool {
 	}
 }
 
-func (p *zzProc) log() string {
+func (p *cliProc) log() string {
 	b, _ := os.ReadFile(p.stderr)
 	return string(b)
 }
 
-// zzWaitHealthy polls the admin listener's /healthz until it answers 200.
-func zzWaitHealthy(t *testing.T, p *zzProc, adminAddr string) {
+// waitCLIHealthy polls the admin listener's /healthz until it answers 200.
+func waitCLIHealthy(t *testing.T, p *cliProc, adminAddr string) {
 	t.Helper()
 	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
@@ -151,8 +151,8 @@ func zzWaitHealthy(t *testing.T, p *zzProc, adminAddr string) {
 	}
 }
 
-// zzStop sends sig and returns the exit code (within stopTimeout).
-func zzStop(t *testing.T, p *zzProc, sig syscall.Signal) int {
+// stopCLI sends sig and returns the exit code (within stopTimeout).
+func stopCLI(t *testing.T, p *cliProc, sig syscall.Signal) int {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -165,8 +165,8 @@ func zzStop(t *testing.T, p *zzProc, sig syscall.Signal) int {
 	return p.state.ExitCode()
 }
 
-// zzWaitExit waits for a process that must end on its own (a refused start).
-func zzWaitExit(t *testing.T, p *zzProc) int {
+// waitCLIExit waits for a process that must end on its own (a refused start).
+func waitCLIExit(t *testing.T, p *cliProc) int {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -176,10 +176,10 @@ func zzWaitExit(t *testing.T, p *zzProc) int {
 	return p.state.ExitCode()
 }
 
-// zzConfig is a config.yaml on the given listeners and data directory,
+// cliConfig is a config.yaml on the given listeners and data directory,
 // with the operator token, the test's standard-webhooks source and extra
 // appended (endpoints: …).
-func zzConfig(ingest, admin, data, extra string) string {
+func cliConfig(ingest, admin, data, extra string) string {
 	return fmt.Sprintf(`server: {listen: %q}
 admin:
   listen: %q
@@ -195,15 +195,15 @@ sources:
 %s`, ingest, admin, operatorToken, data, sourceID, sourceSecret, extra)
 }
 
-func zzWrite(t *testing.T, path, content string) {
+func writeCLIFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// zzEndpointSecret reads an endpoint's signing secret through the admin API.
-func zzEndpointSecret(t *testing.T, c *http.Client, adminAddr, id string) string {
+// cliEndpointSecret reads an endpoint's signing secret through the admin API.
+func cliEndpointSecret(t *testing.T, c *http.Client, adminAddr, id string) string {
 	t.Helper()
 	st, b, _, err := adminCall(c, http.MethodGet, "http://"+adminAddr+"/api/v1/endpoints/"+id, nil, nil)
 	if err != nil || st != http.StatusOK {
@@ -232,16 +232,16 @@ func TestFailedStartOnAPortInUseChangesNothing(t *testing.T) {
 	dir := t.TempDir()
 	ingest, admin, data := freeAddr(t), freeAddr(t), filepath.Join(dir, "data")
 	cfg := filepath.Join(dir, "config.yaml")
-	withEndpoint := zzConfig(ingest, admin, data, "endpoints:\n  - {id: e, url: \"https://billing.example.com/hooks\"}\n")
-	without := zzConfig(ingest, admin, data, "")
+	withEndpoint := cliConfig(ingest, admin, data, "endpoints:\n  - {id: e, url: \"https://billing.example.com/hooks\"}\n")
+	without := cliConfig(ingest, admin, data, "")
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
 
-	zzWrite(t, cfg, withEndpoint)
-	p := zzStart(t, bin, dir, zzEnv(), nil, "serve", "-config", cfg)
-	zzWaitHealthy(t, p, admin)
-	before := zzEndpointSecret(t, c, admin, "e")
-	if code := zzStop(t, p, syscall.SIGTERM); code != 0 {
+	writeCLIFile(t, cfg, withEndpoint)
+	p := startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", cfg)
+	waitCLIHealthy(t, p, admin)
+	before := cliEndpointSecret(t, c, admin, "e")
+	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
 	}
 
@@ -249,17 +249,17 @@ func TestFailedStartOnAPortInUseChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zzWrite(t, cfg, without)
-	r := zzRun(t, bin, dir, zzEnv(), "serve", "-config", cfg)
+	writeCLIFile(t, cfg, without)
+	r := runCLI(t, bin, dir, cliEnv(), "serve", "-config", cfg)
 	_ = hold.Close()
 	if r.code == 0 || !strings.Contains(r.stderr, "address already in use") {
 		t.Fatalf("a start on an ingest port in use: want exit 1 saying the address is in use\n%s", r)
 	}
 
-	zzWrite(t, cfg, withEndpoint)
-	p = zzStart(t, bin, dir, zzEnv(), nil, "serve", "-config", cfg)
-	zzWaitHealthy(t, p, admin)
-	after := zzEndpointSecret(t, c, admin, "e")
+	writeCLIFile(t, cfg, withEndpoint)
+	p = startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", cfg)
+	waitCLIHealthy(t, p, admin)
+	after := cliEndpointSecret(t, c, admin, "e")
 	if after != before {
 		t.Errorf("a start refused for a port in use (exit %d, %q) still applied its config.yaml to the store: "+
 			"endpoint e, absent from it, was deleted, and the restart on the config.yaml of before made e anew "+
@@ -267,7 +267,7 @@ func TestFailedStartOnAPortInUseChangesNothing(t *testing.T) {
 			"secret now rejects hookgate's deliveries; a refused start must not change the data directory "+
 			"(bind the listeners before applying the config)", r.code, lastLine(r.stderr), before, after)
 	}
-	if code := zzStop(t, p, syscall.SIGTERM); code != 0 {
+	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
 	}
 }
@@ -298,8 +298,8 @@ func TestYAMLSyntaxErrorsNameTheirLine(t *testing.T) {
 		{"key indented out of its list entry", head + "sources:\n  - id: s\n    verify: {scheme: none}\n  event_id: \"json:/id\"\n", 6, 8},
 	} {
 		path := filepath.Join(dir, "config.yaml")
-		zzWrite(t, path, c.yaml)
-		r := zzRun(t, bin, dir, zzEnv(), "check-config", path)
+		writeCLIFile(t, path, c.yaml)
+		r := runCLI(t, bin, dir, cliEnv(), "check-config", path)
 		var line int
 		if _, err := fmt.Sscanf(strings.TrimPrefix(r.stderr, path+":"), "%d:", &line); err != nil || r.code != 1 {
 			t.Errorf("%s: want exit 1 and %s:LINE: …\n%s", c.name, path, r)
@@ -336,9 +336,9 @@ func TestConfigErrorsDoNotPrintASecretInAMalformedLine(t *testing.T) {
 		{"static header=", "admin:\n  tokens:\n    - {token: operator-token, tenant: \"\"}\nsources:\n  - {id: s, verify: {scheme: none}}\nendpoints:\n  - {id: e, url: \"https://a.example.com/\", headers: {Authorization=Bearer " + secret + "}}\n"},
 	} {
 		path := filepath.Join(dir, "config.yaml")
-		zzWrite(t, path, c.yaml+tail)
+		writeCLIFile(t, path, c.yaml+tail)
 		for _, args := range [][]string{{"check-config", path}, {"serve", "-config", path}} {
-			r := zzRun(t, bin, dir, zzEnv(), args...)
+			r := runCLI(t, bin, dir, cliEnv(), args...)
 			if r.code != 1 {
 				t.Errorf("%s: hookgate %s: want exit 1\n%s", c.name, args[0], r)
 			}
@@ -363,8 +363,8 @@ func TestExplicitYAMLTagsAreNotIgnored(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
 	for _, v := range []string{"!!binary c2VjcmV0LXNpZ25pbmcta2V5", "!!int operator-token", "!!map operator-token"} {
-		zzWrite(t, path, "admin:\n  tokens:\n    - {tenant: \"\", token: "+v+"}\nsources:\n  - {id: s, verify: {scheme: none}}\n")
-		r := zzRun(t, bin, dir, zzEnv(), "check-config", path)
+		writeCLIFile(t, path, "admin:\n  tokens:\n    - {tenant: \"\", token: "+v+"}\nsources:\n  - {id: s, verify: {scheme: none}}\n")
+		r := runCLI(t, bin, dir, cliEnv(), "check-config", path)
 		if r.code != 1 || !strings.Contains(r.stderr, "admin.tokens[0].token") {
 			t.Errorf("token: %s: want exit 1 naming admin.tokens[0].token (a tag it does not take), got %s", v, r)
 		}
@@ -381,7 +381,7 @@ func TestDashHOfEveryCommandExitsZero(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	for _, args := range [][]string{{"version", "-h"}, {"version", "-help"}} {
-		r := zzRun(t, bin, dir, zzEnv(), args...)
+		r := runCLI(t, bin, dir, cliEnv(), args...)
 		if r.code != 0 || strings.Contains(r.stderr, "-config FILE") {
 			t.Errorf("hookgate %s: want exit 0 and the command's usage, got %s", strings.Join(args, " "), r)
 		}
@@ -399,8 +399,8 @@ func TestEmbeddedDefaultConfigRunsAsIs(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ingest, admin := freeAddr(t), freeAddr(t)
-	p := zzStart(t, bin, dir, zzEnv("HOOKGATE_LISTEN="+ingest, "HOOKGATE_ADMIN_LISTEN="+admin), nil)
-	zzWaitHealthy(t, p, admin)
+	p := startCLI(t, bin, dir, cliEnv("HOOKGATE_LISTEN="+ingest, "HOOKGATE_ADMIN_LISTEN="+admin), nil)
+	waitCLIHealthy(t, p, admin)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
 	resp, err := c.Post("http://"+ingest+"/ingest/demo", "application/json", strings.NewReader(`{"id":"evt_zz","type":"invoice.paid"}`))
@@ -422,7 +422,7 @@ func TestEmbeddedDefaultConfigRunsAsIs(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "evt_zz") {
 		t.Fatalf("GET /events with the trial token: %d %s", resp.StatusCode, b)
 	}
-	if code := zzStop(t, p, syscall.SIGTERM); code != 0 {
+	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
 	}
 	if out, _ := os.ReadFile(p.stdout); len(out) != 0 {
@@ -447,12 +447,12 @@ func TestSIGINTStopsAndTheStoreReopensAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	ingest, admin := freeAddr(t), freeAddr(t)
 	cfg := filepath.Join(dir, "config.yaml")
-	zzWrite(t, cfg, zzConfig(ingest, admin, filepath.Join(dir, "data"), ""))
+	writeCLIFile(t, cfg, cliConfig(ingest, admin, filepath.Join(dir, "data"), ""))
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
 
-	p := zzStart(t, bin, dir, zzEnv(), nil, "serve", "-config", cfg)
-	zzWaitHealthy(t, p, admin)
+	p := startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", cfg)
+	waitCLIHealthy(t, p, admin)
 	req, err := signedIngest("http://"+ingest+"/ingest/"+sourceID, "msg_zz_sigint", "application/json", []byte(`{"type":"t"}`), time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -465,19 +465,19 @@ func TestSIGINTStopsAndTheStoreReopensAtOnce(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("signed ingest: %d", resp.StatusCode)
 	}
-	if code := zzStop(t, p, syscall.SIGINT); code != 0 {
+	if code := stopCLI(t, p, syscall.SIGINT); code != 0 {
 		t.Fatalf("SIGINT: exit %d, want 0\n%s", code, p.log())
 	}
 	if !strings.Contains(p.log(), "hookgate stopped") {
 		t.Errorf("no \"hookgate stopped\" after SIGINT:\n%s", p.log())
 	}
-	p = zzStart(t, bin, dir, zzEnv(), nil, "serve", "-config", cfg)
-	zzWaitHealthy(t, p, admin)
+	p = startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", cfg)
+	waitCLIHealthy(t, p, admin)
 	st, b, _, err := adminCall(c, http.MethodGet, "http://"+admin+"/api/v1/events", nil, nil)
 	if err != nil || st != http.StatusOK || !strings.Contains(string(b), "msg_zz_sigint") {
 		t.Errorf("after SIGINT and a restart, GET /events: %d %v %s; want the acknowledged event", st, err, b)
 	}
-	if code := zzStop(t, p, syscall.SIGTERM); code != 0 {
+	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
 	}
 }
@@ -494,17 +494,17 @@ func TestSecondInstanceOnTheSameDataDirIsRefused(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	ingest, admin := freeAddr(t), freeAddr(t)
 	first, second := filepath.Join(dir, "first.yaml"), filepath.Join(dir, "second.yaml")
-	zzWrite(t, first, zzConfig(ingest, admin, data, ""))
-	zzWrite(t, second, zzConfig(freeAddr(t), freeAddr(t), data, ""))
-	p := zzStart(t, bin, dir, zzEnv(), nil, "serve", "-config", first)
-	zzWaitHealthy(t, p, admin)
+	writeCLIFile(t, first, cliConfig(ingest, admin, data, ""))
+	writeCLIFile(t, second, cliConfig(freeAddr(t), freeAddr(t), data, ""))
+	p := startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", first)
+	waitCLIHealthy(t, p, admin)
 
-	q := zzStart(t, bin, dir, zzEnv(), nil, "serve", "-config", second)
-	if code := zzWaitExit(t, q); code != 1 || !strings.Contains(q.log(), "in use by another hookgate process") {
+	q := startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", second)
+	if code := waitCLIExit(t, q); code != 1 || !strings.Contains(q.log(), "in use by another hookgate process") {
 		t.Errorf("a second instance on the same data directory: exit %d, want 1 saying the directory is in use\n%s", code, q.log())
 	}
-	zzWaitHealthy(t, p, admin)
-	if code := zzStop(t, p, syscall.SIGTERM); code != 0 {
+	waitCLIHealthy(t, p, admin)
+	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
 		t.Fatalf("the first instance, SIGTERM: exit %d\n%s", code, p.log())
 	}
 }
@@ -524,13 +524,13 @@ func TestStartFailsClosedOnTheEnvironment(t *testing.T) {
 		dir := t.TempDir()
 		ingest, admin := freeAddr(t), freeAddr(t)
 		cfg := filepath.Join(dir, "config.yaml")
-		zzWrite(t, cfg, zzConfig(ingest, admin, filepath.Join(dir, "data"), ""))
+		writeCLIFile(t, cfg, cliConfig(ingest, admin, filepath.Join(dir, "data"), ""))
 		hold, err := net.Listen("tcp", admin)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer hold.Close()
-		r := zzRun(t, bin, dir, zzEnv(), "serve", "-config", cfg)
+		r := runCLI(t, bin, dir, cliEnv(), "serve", "-config", cfg)
 		if r.code != 1 || !strings.Contains(r.stderr, "admin listener") || !strings.Contains(r.stderr, "address already in use") {
 			t.Errorf("admin port in use: want exit 1 naming the admin listener\n%s", r)
 		}
@@ -545,7 +545,7 @@ func TestStartFailsClosedOnTheEnvironment(t *testing.T) {
 		t.Skip("the permission cases run the gateway as nobody, which needs root")
 	}
 	// nobody must reach the binary and the directories: t.TempDir's are 0700.
-	shared := zzSharedDir(t)
+	shared := cliSharedDir(t)
 	nbin := filepath.Join(shared, "hookgate")
 	if b, err := os.ReadFile(bin); err != nil || os.WriteFile(nbin, b, 0o755) != nil {
 		t.Fatalf("copy the binary for nobody: %v", err)
@@ -557,11 +557,11 @@ func TestStartFailsClosedOnTheEnvironment(t *testing.T) {
 			t.Fatal(err)
 		}
 		ingest, admin := freeAddr(t), freeAddr(t)
-		zzWrite(t, filepath.Join(dir, "config.yaml"), zzConfig(ingest, admin, filepath.Join(dir, "data"), ""))
+		writeCLIFile(t, filepath.Join(dir, "config.yaml"), cliConfig(ingest, admin, filepath.Join(dir, "data"), ""))
 		// Without -config: the embedded default would listen on
 		// HOOKGATE_LISTEN with its unsigned demo source.
-		p := zzStart(t, bin, dir, zzEnv("HOOKGATE_LISTEN="+ingest, "HOOKGATE_ADMIN_LISTEN="+admin), nobody)
-		if code := zzWaitExit(t, p); code != 1 || !strings.Contains(p.log(), "permission denied") || strings.Contains(p.log(), "embedded") {
+		p := startCLI(t, bin, dir, cliEnv("HOOKGATE_LISTEN="+ingest, "HOOKGATE_ADMIN_LISTEN="+admin), nobody)
+		if code := waitCLIExit(t, p); code != 1 || !strings.Contains(p.log(), "permission denied") || strings.Contains(p.log(), "embedded") {
 			t.Errorf("./config.yaml unreadable: exit %d, want 1 saying permission denied, not the embedded config\n%s", code, p.log())
 		}
 	})
@@ -572,19 +572,19 @@ func TestStartFailsClosedOnTheEnvironment(t *testing.T) {
 		}
 		ingest, admin := freeAddr(t), freeAddr(t)
 		cfg := filepath.Join(dir, "config.yaml")
-		zzWrite(t, cfg, zzConfig(ingest, admin, filepath.Join(dir, "data"), ""))
+		writeCLIFile(t, cfg, cliConfig(ingest, admin, filepath.Join(dir, "data"), ""))
 		if err := os.Chmod(cfg, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p := zzStart(t, bin, dir, zzEnv(), nobody, "serve", "-config", cfg)
-		if code := zzWaitExit(t, p); code != 1 || !strings.Contains(p.log(), "permission denied") {
+		p := startCLI(t, bin, dir, cliEnv(), nobody, "serve", "-config", cfg)
+		if code := waitCLIExit(t, p); code != 1 || !strings.Contains(p.log(), "permission denied") {
 			t.Errorf("data directory not writable: exit %d, want 1 saying permission denied\n%s", code, p.log())
 		}
 	})
 }
 
-// zzSharedDir is a directory other users may enter, removed at the end.
-func zzSharedDir(t *testing.T) string {
+// cliSharedDir is a directory other users may enter, removed at the end.
+func cliSharedDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "zz-review-")
 	if err != nil {
@@ -621,7 +621,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	)
 	ingest, admin := freeAddr(t), freeAddr(t)
 	cfg := filepath.Join(dir, "config.yaml")
-	zzWrite(t, cfg, fmt.Sprintf(`server: {listen: %q}
+	writeCLIFile(t, cfg, fmt.Sprintf(`server: {listen: %q}
 admin:
   listen: %q
   tokens:
@@ -642,10 +642,10 @@ endpoints:
     secret: "${ZZ_ES}"
     headers: {Authorization: "Bearer ${ZZ_HC}"}
 `, ingest, admin, filepath.Join(dir, "data"), sourceID, rcv.URL))
-	env := zzEnv("HOOKGATE_LOG_LEVEL=debug", "ZZ_OP="+operatorToken, "ZZ_TT="+tenantToken, "ZZ_SW="+sourceSecret,
+	env := cliEnv("HOOKGATE_LOG_LEVEL=debug", "ZZ_OP="+operatorToken, "ZZ_TT="+tenantToken, "ZZ_SW="+sourceSecret,
 		"ZZ_H="+hmacSecret, "ZZ_U="+urlCred, "ZZ_ES="+epSecret, "ZZ_HC="+headerCred)
-	p := zzStart(t, bin, dir, env, nil, "serve", "-config", cfg)
-	zzWaitHealthy(t, p, admin)
+	p := startCLI(t, bin, dir, env, nil, "serve", "-config", cfg)
+	waitCLIHealthy(t, p, admin)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
 	do := func(method, url string, hdr map[string]string, body string) {
@@ -682,7 +682,7 @@ endpoints:
 	waitUntil(t, 20*time.Second, "the delivery to the failing receiver to give up", func() bool {
 		return strings.Contains(p.log(), "delivery failed")
 	})
-	if code := zzStop(t, p, syscall.SIGTERM); code != 0 {
+	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
 	}
 	log := p.log()

@@ -20,11 +20,11 @@ import (
 	"hookgate/storage/badger"
 )
 
-// zzVerify checks a delivery's Standard Webhooks signature with secret,
+// verifySW checks a delivery's Standard Webhooks signature with secret,
 // independently of hookgate's signing code: HMAC-SHA256 over
 // "{webhook-id}.{webhook-timestamp}.{body}" with the base64-decoded key
 // after "whsec_", one of the space-separated "v1,<base64>" values.
-func zzVerify(secret string, h http.Header, body []byte) bool {
+func verifySW(secret string, h http.Header, body []byte) bool {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil {
 		return false
@@ -41,15 +41,15 @@ func zzVerify(secret string, h http.Header, body []byte) bool {
 	return false
 }
 
-// zzGated is a receiver whose every request waits for the test to let it
+// gatedReceiver is a receiver whose every request waits for the test to let it
 // answer, with the status answer(n) gives.
-type zzGated struct {
+type gatedReceiver struct {
 	*receiver
 	release chan struct{}
 }
 
-func zzGatedReceiver(t *testing.T, answer func(n int) int) *zzGated {
-	g := &zzGated{release: make(chan struct{}, 100)}
+func newGatedReceiver(t *testing.T, answer func(n int) int) *gatedReceiver {
+	g := &gatedReceiver{release: make(chan struct{}, 100)}
 	g.receiver = newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		select {
 		case <-g.release:
@@ -62,9 +62,9 @@ func zzGatedReceiver(t *testing.T, answer func(n int) int) *zzGated {
 	return g
 }
 
-// zzUpdate stores a change of ep and tells the dispatcher, as the admin
+// updateEndpoint stores a change of ep and tells the dispatcher, as the admin
 // API does (store write, then the registry reload).
-func zzUpdate(t *testing.T, db *badger.DB, d *Dispatcher, id string, fn func(*storage.Endpoint)) storage.Endpoint {
+func updateEndpoint(t *testing.T, db *badger.DB, d *Dispatcher, id string, fn func(*storage.Endpoint)) storage.Endpoint {
 	t.Helper()
 	ep, err := db.UpdateEndpoint(context.Background(), id, func(ep *storage.Endpoint) error {
 		fn(ep)
@@ -83,7 +83,7 @@ func zzUpdate(t *testing.T, db *badger.DB, d *Dispatcher, id string, fn func(*st
 // grace is over, only with the new one.
 func TestRotationDuringRetriesSignsWithBothSecretsThenOnlyTheNew(t *testing.T) {
 	db, _ := openDB(t)
-	rc := zzGatedReceiver(t, func(n int) int {
+	rc := newGatedReceiver(t, func(n int) int {
 		if n < 3 {
 			return http.StatusInternalServerError
 		}
@@ -99,13 +99,13 @@ func TestRotationDuringRetriesSignsWithBothSecretsThenOnlyTheNew(t *testing.T) {
 
 	waitFor(t, wait, "attempt 1", func() bool { return rc.count() >= 1 })
 	// Rotate while attempt 1 is in flight: grace of an hour.
-	zzUpdate(t, db, d, ep.ID, func(ep *storage.Endpoint) {
+	updateEndpoint(t, db, d, ep.ID, func(ep *storage.Endpoint) {
 		ep.Secrets = []storage.Secret{{Value: newSecret}, {Value: oldSecret, ExpiresAt: time.Now().Add(time.Hour)}}
 	})
 	rc.release <- struct{}{}
 	waitFor(t, wait, "attempt 2", func() bool { return rc.count() >= 2 })
 	// The grace ends while attempt 2 is in flight.
-	zzUpdate(t, db, d, ep.ID, func(ep *storage.Endpoint) {
+	updateEndpoint(t, db, d, ep.ID, func(ep *storage.Endpoint) {
 		ep.Secrets = []storage.Secret{{Value: newSecret}, {Value: oldSecret, ExpiresAt: time.Now().Add(-time.Second)}}
 	})
 	rc.release <- struct{}{}
@@ -114,13 +114,13 @@ func TestRotationDuringRetriesSignsWithBothSecretsThenOnlyTheNew(t *testing.T) {
 	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	r1, r2, r3 := rc.request(0), rc.request(1), rc.request(2)
-	if !zzVerify(oldSecret, r1.header, r1.body) || zzVerify(newSecret, r1.header, r1.body) {
+	if !verifySW(oldSecret, r1.header, r1.body) || verifySW(newSecret, r1.header, r1.body) {
 		t.Errorf("attempt 1 (before the rotation): signature %q; want the old secret's only", r1.header.Get("webhook-signature"))
 	}
-	if !zzVerify(newSecret, r2.header, r2.body) || !zzVerify(oldSecret, r2.header, r2.body) {
+	if !verifySW(newSecret, r2.header, r2.body) || !verifySW(oldSecret, r2.header, r2.body) {
 		t.Errorf("attempt 2 (in the grace): a subscriber verifying with the new or the old secret rejects it: %q", r2.header.Get("webhook-signature"))
 	}
-	if !zzVerify(newSecret, r3.header, r3.body) || zzVerify(oldSecret, r3.header, r3.body) {
+	if !verifySW(newSecret, r3.header, r3.body) || verifySW(oldSecret, r3.header, r3.body) {
 		t.Errorf("attempt 3 (grace over): signature %q; want the new secret's only", r3.header.Get("webhook-signature"))
 	}
 	for i, r := range []received{r1, r2, r3} {
@@ -257,9 +257,9 @@ func TestLoopbackSpellingsAreRefusedAtDial(t *testing.T) {
 	}
 }
 
-// zzHoldReceiver answers the first request 503 with Retry-After: secs and
+// holdingReceiver answers the first request 503 with Retry-After: secs and
 // every later one 200, and remembers when it sent the 503.
-func zzHoldReceiver(t *testing.T, secs int) (*receiver, func() time.Time) {
+func holdingReceiver(t *testing.T, secs int) (*receiver, func() time.Time) {
 	var mu sync.Mutex
 	var at time.Time
 	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, n int) {
@@ -278,7 +278,7 @@ func zzHoldReceiver(t *testing.T, secs int) (*receiver, func() time.Time) {
 // waiting for it, and new ones, are not sent before then either.
 func TestRetryAfterHoldsTheWholeEndpoint(t *testing.T) {
 	db, _ := openDB(t)
-	rc, first503 := zzHoldReceiver(t, 1)
+	rc, first503 := holdingReceiver(t, 1)
 	ep := testEndpoint(t, db, "held", rc.URL, func(ep *storage.Endpoint) {
 		ep.MaxInFlight = 1
 		ep.Retry.MaxInterval = 10 * time.Second
@@ -307,7 +307,7 @@ func TestRetryAfterHoldsTheWholeEndpoint(t *testing.T) {
 // quiet must not get the endpoint's other deliveries at once.
 func TestRetryAfterHoldSurvivesARestart(t *testing.T) {
 	db, _ := openDB(t)
-	rc, first503 := zzHoldReceiver(t, 3)
+	rc, first503 := holdingReceiver(t, 3)
 	ep := testEndpoint(t, db, "held", rc.URL, func(ep *storage.Endpoint) {
 		ep.MaxInFlight = 1
 		ep.Retry.MaxInterval = 10 * time.Second
@@ -335,7 +335,7 @@ func TestRetryAfterHoldSurvivesARestart(t *testing.T) {
 // when the loop knows a hold may be stored).
 func TestRetryNowSuccessEndsTheStoredHold(t *testing.T) {
 	db, _ := openDB(t)
-	rc, first503 := zzHoldReceiver(t, 600)
+	rc, first503 := holdingReceiver(t, 600)
 	ep := testEndpoint(t, db, "held", rc.URL, func(ep *storage.Endpoint) {
 		ep.MaxInFlight = 1
 		ep.Retry.MaxInterval = time.Hour
