@@ -3,6 +3,7 @@ package badger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -223,4 +224,65 @@ func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the write answered before Close, after a reopen: %v", err)
 	}
+}
+
+// TestWritesWaitWhenTheSyncsFallBehind: while every sync slot is busy, the
+// syncer takes at most syncQueue batches from a queue of syncQueue, and
+// then the writer stops committing: what waits for a sync is bounded.
+// Each write here is its own batch (the next starts once the previous is
+// committed), and every sync is held.
+func TestWritesWaitWhenTheSyncsFallBehind(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	set := func(key string) error {
+		return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
+	}
+	if err := set("test/warm"); err != nil {
+		t.Fatal(err)
+	}
+	var held atomic.Bool
+	gate := make(chan struct{})
+	db.logs.syncFile = func(f *os.File) error {
+		if held.Load() {
+			<-gate
+		}
+		return fdatasync(f)
+	}
+	held.Store(true)
+	opened := true
+	defer func() {
+		if opened {
+			close(gate)
+		}
+	}()
+	base := db.applying.Load()
+	// Two batches in the syncs, syncQueue taken from the queue, syncQueue
+	// in it, and one more committed whose send then waits.
+	committed := uint64(syncSlots + 2*syncQueue + 1)
+	errs := make(chan error, committed+1)
+	for i := range committed {
+		go func() { errs <- set(fmt.Sprintf("test/%03d", i)) }()
+		waitFor(t, 10*time.Second, fmt.Sprintf("write %d to be committed", i), func() bool {
+			return db.applying.Load() >= base+i+1
+		})
+	}
+	go func() { errs <- set("test/waits") }()
+	deadline := time.After(300 * time.Millisecond) // an absence check, not synchronisation
+	for db.applying.Load() == base+committed {
+		select {
+		case err := <-errs:
+			t.Fatalf("a write was answered (%v) while every sync was held", err)
+		case <-deadline:
+			opened = false
+			close(gate)
+			for range committed + 1 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			return
+		case <-time.After(5 * time.Millisecond): // polling step
+		}
+	}
+	t.Fatalf("the writer committed batch %d with %d waiting for a sync", db.applying.Load()-base, committed)
 }
