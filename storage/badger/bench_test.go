@@ -50,6 +50,10 @@ func BenchmarkAccept(b *testing.B) {
 			}
 		}
 	})
+	b.StopTimer()
+	if st := db.SyncStats(); st.Syncs > 0 {
+		b.ReportMetric(float64(st.Writes)/float64(st.Syncs), "writes/sync")
+	}
 }
 
 // BenchmarkAcceptDuplicate is a retry of a known event: answered from the
