@@ -503,25 +503,44 @@ func (db *DB) syncLoop(done chan struct{}) {
 		// taken as synced without its value log (mayWriteValues saw only
 		// the group).
 		received uint64
-		pending  [][]*op
-		flight   []*syncRun // in the order started
-		free     []int      // slots not in use
-		results  = make(chan *syncRun, syncSlots)
-		syncs    = db.syncs // nil once closed
+		// started counts the runs started. Runs are released in the order
+		// started, at most syncSlots in flight, so run n may use slot
+		// n % syncSlots: the run before it in that slot was released.
+		started uint64
+		pending [][]*op
+		flight  []*syncRun // in the order started
+		results = make(chan *syncRun, syncSlots)
+		syncs   = db.syncs // nil once closed
 	)
-	for slot := syncSlots - 1; slot >= 0; slot-- {
-		free = append(free, slot)
+	take := func(b []*op, ok bool) {
+		if !ok {
+			syncs = nil
+			return
+		}
+		pending = append(pending, b)
 	}
-	for syncs != nil || len(pending) > 0 || len(flight) > 0 {
-		if len(pending) > 0 && len(free) > 0 {
+	for {
+		// Take what else is queued into the same sync.
+	drain:
+		for syncs != nil && len(pending) < syncQueue {
+			select {
+			case b, ok := <-syncs:
+				take(b, ok)
+			default:
+				break drain
+			}
+		}
+		if syncs == nil && len(pending) == 0 && len(flight) == 0 {
+			return // closed, and everything released
+		}
+		if len(pending) > 0 && len(flight) < syncSlots {
 			received += uint64(len(pending))
-			slot := free[len(free)-1]
-			free = free[:len(free)-1]
-			r := db.startSync(pending, received, slot, results)
+			r := db.startSync(pending, received, int(started%syncSlots), results)
+			started++
 			flight = append(flight, r)
 			pending = nil
 			if r.finished {
-				flight, free = db.releaseSynced(flight, free)
+				flight = db.releaseSynced(flight)
 			}
 			continue
 		}
@@ -531,32 +550,14 @@ func (db *DB) syncLoop(done chan struct{}) {
 		}
 		select {
 		case b, ok := <-in:
-			if !ok {
-				syncs = nil
-				continue
-			}
-			pending = append(pending, b)
-			// Take what else is queued into the same sync.
-		drain:
-			for len(pending) < syncQueue {
-				select {
-				case b, ok := <-syncs:
-					if !ok {
-						syncs = nil
-						break drain
-					}
-					pending = append(pending, b)
-				default:
-					break drain
-				}
-			}
+			take(b, ok)
 		case r := <-results:
 			db.logs.finish(r.plan, r.err)
 			if r.err != nil {
 				r.err = db.fail(r.err)
 			}
 			r.finished = true
-			flight, free = db.releaseSynced(flight, free)
+			flight = db.releaseSynced(flight)
 		}
 	}
 }
@@ -565,7 +566,6 @@ func (db *DB) syncLoop(done chan struct{}) {
 type syncRun struct {
 	group    [][]*op
 	received uint64 // batches received up to this run's last
-	slot     int
 	plan     *syncPlan
 	start    time.Time
 	took     time.Duration
@@ -577,7 +577,7 @@ type syncRun struct {
 // which sends the run to results when done. A store that failed, or a
 // plan that failed, gives a run finished at once.
 func (db *DB) startSync(group [][]*op, received uint64, slot int, results chan<- *syncRun) *syncRun {
-	r := &syncRun{group: group, received: received, slot: slot, start: time.Now()}
+	r := &syncRun{group: group, received: received, start: time.Now()}
 	if err := db.failure(); err != nil {
 		r.err, r.finished = err, true
 		return r
@@ -597,15 +597,14 @@ func (db *DB) startSync(group [][]*op, received uint64, slot int, results chan<-
 }
 
 // releaseSynced releases the finished runs at the head of flight, in
-// order, and returns what is left in flight and the free slots. A run
+// order, and returns what is left in flight. A run
 // released after the store failed fails too, even if its own sync
 // succeeded: the failure may have been reported to another slot's sync
 // for pages this run counted on.
-func (db *DB) releaseSynced(flight []*syncRun, free []int) ([]*syncRun, []int) {
+func (db *DB) releaseSynced(flight []*syncRun) []*syncRun {
 	for len(flight) > 0 && flight[0].finished {
 		r := flight[0]
 		flight = flight[1:]
-		free = append(free, r.slot)
 		err := r.err
 		if err == nil {
 			err = db.failure()
@@ -630,7 +629,7 @@ func (db *DB) releaseSynced(flight []*syncRun, free []int) ([]*syncRun, []int) {
 		db.durable = make(chan struct{})
 		db.syncMu.Unlock()
 	}
-	return flight, free
+	return flight
 }
 
 // mayWriteValues reports whether a group of batches may have written to

@@ -3,6 +3,9 @@ package badger
 import (
 	"context"
 	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,4 +111,59 @@ func damage(t *testing.T, db *DB, k []byte) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// setTestKey writes key through the store's writer; it returns once the
+// write is durable (or failed).
+func setTestKey(db *DB, key string) error {
+	return db.update(context.Background(), 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
+}
+
+// getTestKey reads key: nil when it is there.
+func getTestKey(db *DB, key string) error {
+	return db.view(func(txn *bdg.Txn) error {
+		_, err := txn.Get([]byte(key))
+		return err
+	})
+}
+
+// A syncHold holds syncs of a store's logs in its file-sync hook.
+type syncHold struct {
+	gate    chan struct{}
+	release func() // lets the held syncs go on; safe to call again
+	// entered is set once a sync is held.
+	entered atomic.Bool
+	mu      sync.Mutex
+	held    *os.File   // the first file held
+	during  []*os.File // files synced and not held since then
+}
+
+// holdSyncs makes db's next file sync wait (every one, with all) until
+// release, which the end of the test calls too; a held sync then
+// returns heldErr, or its fdatasync's result when heldErr is nil.
+func holdSyncs(t *testing.T, db *DB, all bool, heldErr error) *syncHold {
+	t.Helper()
+	h := &syncHold{gate: make(chan struct{})}
+	var once sync.Once
+	h.release = func() { once.Do(func() { close(h.gate) }) }
+	t.Cleanup(h.release)
+	db.logs.syncFile = func(f *os.File) error {
+		if h.entered.CompareAndSwap(false, true) || all {
+			h.mu.Lock()
+			if h.held == nil {
+				h.held = f
+			}
+			h.mu.Unlock()
+			<-h.gate
+			if heldErr != nil {
+				return heldErr
+			}
+		} else {
+			h.mu.Lock()
+			h.during = append(h.during, f)
+			h.mu.Unlock()
+		}
+		return fdatasync(f)
+	}
+	return h
 }

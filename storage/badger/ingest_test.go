@@ -2,8 +2,6 @@ package badger
 
 import (
 	"context"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,25 +24,11 @@ func TestFastPathResendWaitsForTheSync(t *testing.T) {
 	if _, err := db.Accept(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	var armed, entered atomic.Bool
-	gate := make(chan struct{})
-	db.logs.syncFile = func(f *os.File) error {
-		if armed.Load() && entered.CompareAndSwap(false, true) {
-			<-gate
-		}
-		return fdatasync(f)
-	}
-	armed.Store(true)
-	released := false
-	defer func() {
-		if !released {
-			close(gate)
-		}
-	}()
+	h := holdSyncs(t, db, false, nil)
 	first := acceptRequest("k", `{"v":2}`, now, "ep1")
 	firstDone := make(chan error, 1)
 	go func() { _, err := db.Accept(ctx, first); firstDone <- err }()
-	waitFor(t, 10*time.Second, "the first send's sync to start", entered.Load)
+	waitFor(t, 10*time.Second, "the first send's sync to start", h.entered.Load)
 	// Its record is committed (visible) while its sync is held.
 	waitFor(t, 10*time.Second, "the first send's write to be visible", func() bool {
 		_, err := db.GetEvent(ctx, first.Event.ID)
@@ -64,8 +48,7 @@ func TestFastPathResendWaitsForTheSync(t *testing.T) {
 		t.Fatalf("the first send was answered (%v) before its sync", err)
 	case <-time.After(300 * time.Millisecond): // an absence check, not synchronisation
 	}
-	released = true
-	close(gate)
+	h.release()
 	if err := <-firstDone; err != nil {
 		t.Fatal(err)
 	}

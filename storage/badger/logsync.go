@@ -116,18 +116,6 @@ func newLogSyncer(dir string) (*logSyncer, error) {
 	return s, nil
 }
 
-// sync makes every write Badger finished before the call durable, in the
-// caller's goroutine and slot 0 (see plan for values).
-func (s *logSyncer) sync(values bool) error {
-	p, err := s.plan(values, 0)
-	if err != nil {
-		return err
-	}
-	err = p.run()
-	s.finish(p, err)
-	return err
-}
-
 // plan prepares a sync of every write Badger finished before the call,
 // to run in slot (no other sync may be running in it). values says
 // whether any of those writes may have reached the value log since the
@@ -143,16 +131,15 @@ func (s *logSyncer) plan(values bool, slot int) (*syncPlan, error) {
 			continue
 		}
 		found, err := k.discover(s.dir)
-		if err != nil {
-			s.finish(p, err)
-			return nil, err
-		}
-		if found {
+		if err == nil && found {
 			// A new log's directory entry must survive too.
-			if err := s.syncDir(s.dir); err != nil {
-				s.finish(p, err)
-				return nil, fmt.Errorf("sync directory %s: %w", s.dir, err)
+			if err = s.syncDir(s.dir); err != nil {
+				err = fmt.Errorf("sync directory %s: %w", s.dir, err)
 			}
+		}
+		if err != nil {
+			s.finish(p, err) // gives back the logs taken so far
+			return nil, err
 		}
 		for i, l := range k.logs {
 			if l.final {

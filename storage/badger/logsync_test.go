@@ -42,6 +42,18 @@ func (r *syncRecorder) install(s *logSyncer) {
 	}
 }
 
+// sync makes every write Badger finished before the call durable, in the
+// caller's goroutine and slot 0: one plan, run and finished at once.
+func (s *logSyncer) sync(values bool) error {
+	p, err := s.plan(values, 0)
+	if err != nil {
+		return err
+	}
+	err = p.run()
+	s.finish(p, err)
+	return err
+}
+
 // newRecordedSyncer opens a logSyncer on dir whose syncs rec records.
 func newRecordedSyncer(t *testing.T, dir string) (*logSyncer, *syncRecorder) {
 	t.Helper()
@@ -211,10 +223,7 @@ func TestFailedSyncStopsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	set := func(key string) error {
-		return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
-	}
-	if err := set("test/before"); err != nil {
+	if err := setTestKey(db, "test/before"); err != nil {
 		t.Fatal(err)
 	}
 	var rec syncRecorder
@@ -222,13 +231,13 @@ func TestFailedSyncStopsTheStore(t *testing.T) {
 	rec.mu.Lock()
 	rec.fail = errors.New("EIO")
 	rec.mu.Unlock()
-	if err := set("test/failed"); !errors.Is(err, ErrSyncFailed) {
+	if err := setTestKey(db, "test/failed"); !errors.Is(err, ErrSyncFailed) {
 		t.Fatalf("write whose sync failed: %v, want ErrSyncFailed", err)
 	}
 	rec.mu.Lock()
 	rec.fail = nil
 	rec.mu.Unlock()
-	if err := set("test/after"); !errors.Is(err, ErrSyncFailed) {
+	if err := setTestKey(db, "test/after"); !errors.Is(err, ErrSyncFailed) {
 		t.Fatalf("write after a failed sync: %v, want ErrSyncFailed", err)
 	}
 	if err := db.waitDurable(ctx); !errors.Is(err, ErrSyncFailed) {
@@ -242,14 +251,10 @@ func TestFailedSyncStopsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := set("test/reopened"); err != nil {
+	if err := setTestKey(db, "test/reopened"); err != nil {
 		t.Fatalf("write after reopening: %v", err)
 	}
-	err = db.view(func(txn *bdg.Txn) error {
-		_, err := txn.Get([]byte("test/before"))
-		return err
-	})
-	if err != nil {
+	if err := getTestKey(db, "test/before"); err != nil {
 		t.Fatalf("write acknowledged before the failure: %v", err)
 	}
 }

@@ -1,18 +1,13 @@
 package badger
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	bdg "github.com/dgraph-io/badger/v4"
 )
 
 // TestSecondSyncRunsWhileTheFirstIsHeld: a write committed while another
@@ -29,62 +24,27 @@ func TestSecondSyncRunsWhileTheFirstIsHeld(t *testing.T) {
 		{"held sync fails", errors.New("EIO")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			db := openTestDB(t, Options{})
-			set := func(key string) error {
-				return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
-			}
-			if err := set("test/warm"); err != nil {
+			if err := setTestKey(db, "test/warm"); err != nil {
 				t.Fatal(err)
 			}
-			var (
-				armed, entered atomic.Bool
-				gate           = make(chan struct{})
-				mu             sync.Mutex
-				held           *os.File
-				during         []*os.File // synced while held was held
-			)
-			db.logs.syncFile = func(f *os.File) error {
-				if armed.Load() && entered.CompareAndSwap(false, true) {
-					mu.Lock()
-					held = f
-					mu.Unlock()
-					<-gate
-					if tc.heldErr != nil {
-						return tc.heldErr
-					}
-					return fdatasync(f)
-				}
-				if entered.Load() {
-					mu.Lock()
-					during = append(during, f)
-					mu.Unlock()
-				}
-				return fdatasync(f)
-			}
-			armed.Store(true)
-			opened := true
-			defer func() {
-				if opened {
-					close(gate)
-				}
-			}()
+			h := holdSyncs(t, db, false, tc.heldErr)
 			first, second := make(chan error, 1), make(chan error, 1)
-			go func() { first <- set("test/first") }()
-			waitFor(t, 10*time.Second, "the first write's sync to start", entered.Load)
-			go func() { second <- set("test/second") }()
+			go func() { first <- setTestKey(db, "test/first") }()
+			waitFor(t, 10*time.Second, "the first write's sync to start", h.entered.Load)
+			go func() { second <- setTestKey(db, "test/second") }()
 			waitFor(t, 10*time.Second, "the second write's sync of the same log while the first is held", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return slices.ContainsFunc(during, func(f *os.File) bool { return f.Name() == held.Name() })
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return slices.ContainsFunc(h.during, func(f *os.File) bool { return f.Name() == h.held.Name() })
 			})
-			mu.Lock()
-			for _, f := range during {
-				if f.Name() == held.Name() && f.Fd() == held.Fd() {
+			h.mu.Lock()
+			for _, f := range h.during {
+				if f.Name() == h.held.Name() && f.Fd() == h.held.Fd() {
 					t.Errorf("both syncs of %s used file descriptor %d", filepath.Base(f.Name()), f.Fd())
 				}
 			}
-			mu.Unlock()
+			h.mu.Unlock()
 			select {
 			case err := <-second:
 				t.Fatalf("the second write was answered (%v) before the first write's sync ended", err)
@@ -92,8 +52,7 @@ func TestSecondSyncRunsWhileTheFirstIsHeld(t *testing.T) {
 				t.Fatalf("the first write was answered (%v) during its sync", err)
 			case <-time.After(200 * time.Millisecond): // an absence check, not synchronisation
 			}
-			opened = false
-			close(gate)
+			h.release()
 			errFirst := <-first
 			errSecond := <-second
 			if tc.heldErr == nil {
@@ -105,7 +64,7 @@ func TestSecondSyncRunsWhileTheFirstIsHeld(t *testing.T) {
 			if !errors.Is(errFirst, ErrSyncFailed) || !errors.Is(errSecond, ErrSyncFailed) {
 				t.Fatalf("writes after a failed sync: %v, %v; want ErrSyncFailed for both", errFirst, errSecond)
 			}
-			if err := set("test/after"); !errors.Is(err, ErrSyncFailed) {
+			if err := setTestKey(db, "test/after"); !errors.Is(err, ErrSyncFailed) {
 				t.Fatalf("write after the failed sync: %v, want ErrSyncFailed", err)
 			}
 		})
@@ -167,31 +126,13 @@ func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	set := func(key string) error {
-		return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
-	}
-	if err := set("test/warm"); err != nil {
+	if err := setTestKey(db, "test/warm"); err != nil {
 		t.Fatal(err)
 	}
-	var armed, entered atomic.Bool
-	gate := make(chan struct{})
-	db.logs.syncFile = func(f *os.File) error {
-		if armed.Load() && entered.CompareAndSwap(false, true) {
-			<-gate
-		}
-		return fdatasync(f)
-	}
-	armed.Store(true)
-	opened := true
-	defer func() {
-		if opened {
-			close(gate)
-		}
-	}()
+	h := holdSyncs(t, db, false, nil)
 	written, closed := make(chan error, 1), make(chan error, 1)
-	go func() { written <- set("test/held") }()
-	waitFor(t, 10*time.Second, "the write's sync to start", entered.Load)
+	go func() { written <- setTestKey(db, "test/held") }()
+	waitFor(t, 10*time.Second, "the write's sync to start", h.entered.Load)
 	go func() { closed <- db.Close() }()
 	select {
 	case err := <-closed:
@@ -200,8 +141,7 @@ func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
 		t.Fatalf("the write was answered (%v) during its sync", err)
 	case <-time.After(200 * time.Millisecond): // an absence check, not synchronisation
 	}
-	opened = false
-	close(gate)
+	h.release()
 	for name, ch := range map[string]chan error{"the write": written, "Close": closed} {
 		select {
 		case err := <-ch:
@@ -217,11 +157,7 @@ func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.view(func(txn *bdg.Txn) error {
-		_, err := txn.Get([]byte("test/held"))
-		return err
-	})
-	if err != nil {
+	if err := getTestKey(db, "test/held"); err != nil {
 		t.Fatalf("the write answered before Close, after a reopen: %v", err)
 	}
 }
@@ -232,49 +168,30 @@ func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
 // Each write here is its own batch (the next starts once the previous is
 // committed), and every sync is held.
 func TestWritesWaitWhenTheSyncsFallBehind(t *testing.T) {
-	ctx := context.Background()
 	db := openTestDB(t, Options{})
-	set := func(key string) error {
-		return db.update(ctx, 16, func(txn *bdg.Txn) error { return txn.Set([]byte(key), []byte("v")) })
-	}
-	if err := set("test/warm"); err != nil {
+	if err := setTestKey(db, "test/warm"); err != nil {
 		t.Fatal(err)
 	}
-	var held atomic.Bool
-	gate := make(chan struct{})
-	db.logs.syncFile = func(f *os.File) error {
-		if held.Load() {
-			<-gate
-		}
-		return fdatasync(f)
-	}
-	held.Store(true)
-	opened := true
-	defer func() {
-		if opened {
-			close(gate)
-		}
-	}()
+	h := holdSyncs(t, db, true, nil)
 	base := db.applying.Load()
 	// Two batches in the syncs, syncQueue taken from the queue, syncQueue
 	// in it, and one more committed whose send then waits.
 	committed := uint64(syncSlots + 2*syncQueue + 1)
 	errs := make(chan error, committed+1)
 	for i := range committed {
-		go func() { errs <- set(fmt.Sprintf("test/%03d", i)) }()
+		go func() { errs <- setTestKey(db, fmt.Sprintf("test/%03d", i)) }()
 		waitFor(t, 10*time.Second, fmt.Sprintf("write %d to be committed", i), func() bool {
 			return db.applying.Load() >= base+i+1
 		})
 	}
-	go func() { errs <- set("test/waits") }()
+	go func() { errs <- setTestKey(db, "test/waits") }()
 	deadline := time.After(300 * time.Millisecond) // an absence check, not synchronisation
 	for db.applying.Load() == base+committed {
 		select {
 		case err := <-errs:
 			t.Fatalf("a write was answered (%v) while every sync was held", err)
 		case <-deadline:
-			opened = false
-			close(gate)
+			h.release()
 			for range committed + 1 {
 				if err := <-errs; err != nil {
 					t.Fatal(err)
