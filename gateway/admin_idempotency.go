@@ -151,8 +151,11 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 	defer cancel()
 	if noRoute(err) {
 		// No handler ran (a path or method the API does not have): there
-		// is no outcome to keep, and a stored 405 would lose its Allow.
-		a.abandonKey(ctx, tenant, key, lease)
+		// is no outcome to keep (a stored 405 would lose its Allow), and
+		// the key stays free for the request that was meant.
+		if err := a.g.store.ForgetKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+			a.g.log.Warn("admin api: drop idempotency claim", "err", err)
+		}
 		return nil
 	}
 	status := c.Response().StatusCode()

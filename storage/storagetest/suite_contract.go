@@ -517,3 +517,32 @@ func testPurgeReplays(t *testing.T, o Opener) {
 		t.Fatalf("a second PurgeReplays deleted %d", n)
 	}
 }
+
+// ForgetKey frees a key whose request ran no handler: another request
+// under it is new, not a mismatch; a claim it no longer holds is left
+// alone.
+func testIdempotencyForgetKey(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	h1, h2 := sha256.Sum256([]byte("typo")), sha256.Sum256([]byte("meant"))
+	claim := func(h [32]byte, at time.Time) storage.IdemResult {
+		return must(s.ClaimKey(ctx, storage.IdemClaim{Tenant: "acme", Key: "f", RequestHash: h, Now: at, LeaseUntil: at.Add(30 * time.Second), Remember: at.Add(time.Hour)}))
+	}
+	first := claim(h1, now)
+	if first.State != storage.IdemNew {
+		t.Fatalf("first claim: %+v", first)
+	}
+	if err := s.ForgetKey(ctx, "acme", "f", first.LeaseUntil.Add(time.Second)); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("ForgetKey under another lease: %v, want ErrLeaseLost", err)
+	}
+	ok(s.ForgetKey(ctx, "acme", "f", first.LeaseUntil))
+	second := claim(h2, now.Add(time.Second))
+	if second.State != storage.IdemNew || !second.Since.Equal(now.Add(time.Second)) {
+		t.Fatalf("another request after ForgetKey: %+v, want a new use", second)
+	}
+	if err := s.ForgetKey(ctx, "acme", "f", first.LeaseUntil); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("ForgetKey of a claim taken over: %v, want ErrLeaseLost", err)
+	}
+	if r := claim(h1, now.Add(2*time.Second)); r.State != storage.IdemMismatch {
+		t.Fatalf("the forgotten request after another took the key: %+v, want mismatch", r)
+	}
+}
