@@ -136,7 +136,7 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		// would get 409 for the rest of the lease.
 		if r := recover(); r != nil {
 			ctx, cancel := writeContext()
-			a.abandonKey(ctx, tenant, key, lease)
+			a.dropClaim(ctx, a.g.store.AbandonKey, tenant, key, lease)
 			cancel()
 			panic(r)
 		}
@@ -153,9 +153,7 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		// No handler ran (a path or method the API does not have): there
 		// is no outcome to keep (a stored 405 would lose its Allow), and
 		// the key stays free for the request that was meant.
-		if err := a.g.store.ForgetKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
-			a.g.log.Warn("admin api: drop idempotency claim", "err", err)
-		}
+		a.dropClaim(ctx, a.g.store.ForgetKey, tenant, key, lease)
 		return nil
 	}
 	status := c.Response().StatusCode()
@@ -163,7 +161,7 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 	// the delivery is in flight, the endpoint id is being deleted) is not
 	// the request's outcome: stored, it would answer the retry it asks for.
 	if status >= fiber.StatusInternalServerError || len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) > 0 {
-		a.abandonKey(ctx, tenant, key, lease)
+		a.dropClaim(ctx, a.g.store.AbandonKey, tenant, key, lease)
 		return nil
 	}
 	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
@@ -187,10 +185,12 @@ func noRoute(err error) bool {
 	return errors.As(err, &fe) && (fe.Code == fiber.StatusNotFound || fe.Code == fiber.StatusMethodNotAllowed)
 }
 
-// abandonKey drops this process's claim of a key so that a retry runs
-// the request again.
-func (a *adminAPI) abandonKey(ctx context.Context, tenant, key string, lease time.Time) {
-	if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+// dropClaim ends this process's claim of a key with drop (the store's
+// AbandonKey, so that a retry runs the request again, or ForgetKey, so
+// that the key is free for any request). A claim already lost to another
+// request is that request's to end.
+func (a *adminAPI) dropClaim(ctx context.Context, drop func(ctx context.Context, tenant, key string, lease time.Time) error, tenant, key string, lease time.Time) {
+	if err := drop(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 		a.g.log.Warn("admin api: drop idempotency claim", "err", err)
 	}
 }
