@@ -25,7 +25,8 @@ const (
 	maxIdemKeyLen = 255
 )
 
-// idempotent runs a POST that carries an Idempotency-Key at most once per
+// idempotent, in front of each POST route's handler, runs a POST that
+// carries an Idempotency-Key at most once per
 // (tenant, key): the first request is executed and its answer stored for
 // dedupe.ttl; the same request again gets that answer with
 // Idempotent-Replayed; another request with the key is 422; the same key
@@ -34,7 +35,7 @@ const (
 // leaves a claim that expires after idemLease.
 func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	keys := c.Request().Header.PeekAll(headerIdempotencyKey)
-	if c.Method() != fiber.MethodPost || len(keys) == 0 {
+	if len(keys) == 0 {
 		return c.Next()
 	}
 	// A key that is sent but empty (or only blanks, which HTTP trims) must
@@ -136,7 +137,7 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		// would get 409 for the rest of the lease.
 		if r := recover(); r != nil {
 			ctx, cancel := writeContext()
-			a.dropClaim(ctx, a.g.store.AbandonKey, tenant, key, lease)
+			a.abandonKey(ctx, tenant, key, lease)
 			cancel()
 			panic(r)
 		}
@@ -149,19 +150,12 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 	}
 	ctx, cancel := writeContext()
 	defer cancel()
-	if noRoute(err) {
-		// No handler ran (a path or method the API does not have): there
-		// is no outcome to keep (a stored 405 would lose its Allow), and
-		// the key stays free for the request that was meant.
-		a.dropClaim(ctx, a.g.store.ForgetKey, tenant, key, lease)
-		return nil
-	}
 	status := c.Response().StatusCode()
 	// An answer that says "retry later" (a 5xx, or a 409 with Retry-After:
 	// the delivery is in flight, the endpoint id is being deleted) is not
 	// the request's outcome: stored, it would answer the retry it asks for.
 	if status >= fiber.StatusInternalServerError || len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) > 0 {
-		a.dropClaim(ctx, a.g.store.AbandonKey, tenant, key, lease)
+		a.abandonKey(ctx, tenant, key, lease)
 		return nil
 	}
 	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
@@ -178,20 +172,12 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 	return nil
 }
 
-// noRoute reports whether err is the router's own 404 or 405: handlers
-// answer with an *apiError, never a *fiber.Error.
-func noRoute(err error) bool {
-	var fe *fiber.Error
-	return errors.As(err, &fe) && (fe.Code == fiber.StatusNotFound || fe.Code == fiber.StatusMethodNotAllowed)
-}
-
-// dropClaim ends this process's claim of a key with drop (the store's
-// AbandonKey, so that a retry runs the request again, or ForgetKey, so
-// that the key is free for any request). A claim already lost to another
-// request is that request's to end.
-func (a *adminAPI) dropClaim(ctx context.Context, drop func(ctx context.Context, tenant, key string, lease time.Time) error, tenant, key string, lease time.Time) {
-	if err := drop(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
-		a.g.log.Warn("admin api: drop idempotency claim", "err", err)
+// abandonKey ends this process's claim of a key, so that a retry runs the
+// request again. A claim already lost to another request is that
+// request's to end.
+func (a *adminAPI) abandonKey(ctx context.Context, tenant, key string, lease time.Time) {
+	if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+		a.g.log.Warn("admin api: abandon idempotency claim", "err", err)
 	}
 }
 

@@ -184,11 +184,6 @@ type Idempotency interface {
 	// it is for a claim whose lease ran out. A claim no longer held under
 	// lease is left alone (ErrLeaseLost).
 	AbandonKey(ctx context.Context, tenant, key string, lease time.Time) error
-	// ForgetKey ends a claim whose request ran no handler (a path or
-	// method the API does not have): nothing happened under the key, so
-	// it is free again for any request. A claim no longer held under
-	// lease is left alone (ErrLeaseLost).
-	ForgetKey(ctx context.Context, tenant, key string, lease time.Time) error
 }
 
 // Replays keeps bulk replay jobs.

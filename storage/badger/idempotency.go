@@ -96,18 +96,6 @@ func (db *DB) AbandonKey(ctx context.Context, tenant, key string, lease time.Tim
 	})
 }
 
-// ForgetKey drops a claim whose request ran no handler, so the key is
-// free again.
-func (db *DB) ForgetKey(ctx context.Context, tenant, key string, lease time.Time) error {
-	k := idemKey(tenant, key)
-	return db.update(ctx, 256, func(txn *bdg.Txn) error {
-		if _, err := heldKey(txn, k, lease); err != nil {
-			return err
-		}
-		return txn.Delete(k)
-	})
-}
-
 // heldKey reads a key's record if it is still claimed under lease. A
 // request that outlived its lease must not store its answer over, or drop,
 // the claim of the request that took the key over (with another body,

@@ -53,7 +53,6 @@ func Run(t *testing.T, o Opener) {
 		"IdempotencyKeys":                   testIdempotencyKeys,
 		"IdempotencyConcurrent":             testIdempotencyConcurrent,
 		"IdempotencyKeySince":               testIdempotencyKeySince,
-		"IdempotencyForgetKey":              testIdempotencyForgetKey,
 		"Replays":                           testReplays,
 		"Purge":                             testPurge,
 		"PurgeKeepsFreshRetries":            testPurgeKeepsFreshRetries,

@@ -253,7 +253,6 @@ func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 			return s.FinishKey(ctx, "t", "k", now, storage.Response{Status: 201}, now.Add(time.Hour))
 		},
 		"AbandonKey":    func() error { return s.AbandonKey(ctx, "t", "k", now) },
-		"ForgetKey":     func() error { return s.ForgetKey(ctx, "t", "k", now) },
 		"PutReplay":     func() error { return s.PutReplay(ctx, &storage.ReplayJob{ID: "rpl_x"}) },
 		"CreateReplay":  func() error { return s.CreateReplay(ctx, &storage.ReplayJob{ID: "rpl_y"}) },
 		"EnqueueReplay": func() error { return s.EnqueueReplay(ctx, &storage.ReplayJob{ID: "rpl_x"}, nil) },
@@ -435,8 +434,8 @@ func testPurgeKeepsDedupeRecords(t *testing.T, o Opener) {
 // answers 404); CancelEndpoint of an endpoint without deliveries 0 and
 // nil (an endpoint delete finishes); Enqueue of nothing nil (a replay of
 // an event nobody subscribes to, 202); attempts and deliveries of what
-// does not exist empty; FinishKey, AbandonKey and ForgetKey of a key
-// never claimed ErrLeaseLost.
+// does not exist empty; FinishKey and AbandonKey of a key never claimed
+// ErrLeaseLost.
 func testMissingRecords(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	if _, err := s.GetReplay(ctx, storage.NewID("rpl_", now)); !errors.Is(err, storage.ErrNotFound) {
@@ -467,9 +466,6 @@ func testMissingRecords(t *testing.T, o Opener) {
 	}
 	if err := s.AbandonKey(ctx, "acme", "never", now); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Errorf("AbandonKey of a key never claimed: %v, want ErrLeaseLost", err)
-	}
-	if err := s.ForgetKey(ctx, "acme", "never", now); !errors.Is(err, storage.ErrLeaseLost) {
-		t.Errorf("ForgetKey of a key never claimed: %v, want ErrLeaseLost", err)
 	}
 }
 
@@ -519,45 +515,5 @@ func testPurgeReplays(t *testing.T, o Opener) {
 	}
 	if n := must(s.PurgeReplays(ctx, now.Add(-time.Hour))); n != 0 {
 		t.Fatalf("a second PurgeReplays deleted %d", n)
-	}
-}
-
-// ForgetKey frees a key whose request ran no handler: another request
-// under it is new, not a mismatch; a claim it no longer holds is left
-// alone.
-func testIdempotencyForgetKey(t *testing.T, o Opener) {
-	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	h1, h2 := sha256.Sum256([]byte("typo")), sha256.Sum256([]byte("meant"))
-	claim := func(h [32]byte, at time.Time) storage.IdemResult {
-		return must(s.ClaimKey(ctx, storage.IdemClaim{Tenant: "acme", Key: "f", RequestHash: h, Now: at, LeaseUntil: at.Add(30 * time.Second), Remember: at.Add(time.Hour)}))
-	}
-	first := claim(h1, now)
-	if first.State != storage.IdemNew {
-		t.Fatalf("first claim: %+v", first)
-	}
-	if err := s.ForgetKey(ctx, "acme", "f", first.LeaseUntil.Add(time.Second)); !errors.Is(err, storage.ErrLeaseLost) {
-		t.Fatalf("ForgetKey under another lease: %v, want ErrLeaseLost", err)
-	}
-	ok(s.ForgetKey(ctx, "acme", "f", first.LeaseUntil))
-	second := claim(h2, now.Add(time.Second))
-	if second.State != storage.IdemNew || !second.Since.Equal(now.Add(time.Second)) {
-		t.Fatalf("another request after ForgetKey: %+v, want a new use", second)
-	}
-	if err := s.ForgetKey(ctx, "acme", "f", first.LeaseUntil); !errors.Is(err, storage.ErrLeaseLost) {
-		t.Fatalf("ForgetKey of a claim taken over: %v, want ErrLeaseLost", err)
-	}
-	if r := claim(h1, now.Add(2*time.Second)); r.State != storage.IdemMismatch {
-		t.Fatalf("the forgotten request after another took the key: %+v, want mismatch", r)
-	}
-	// A use continued after AbandonKey (the same request again) is
-	// forgotten whole: the key is free, not the earlier use's.
-	ok(s.AbandonKey(ctx, "acme", "f", second.LeaseUntil))
-	again := claim(h2, now.Add(3*time.Second))
-	if again.State != storage.IdemNew || !again.Since.Equal(second.Since) {
-		t.Fatalf("the abandoned request again: %+v, want its use continued since %v", again, second.Since)
-	}
-	ok(s.ForgetKey(ctx, "acme", "f", again.LeaseUntil))
-	if r := claim(h1, now.Add(4*time.Second)); r.State != storage.IdemNew || !r.Since.Equal(now.Add(4*time.Second)) {
-		t.Fatalf("another request after the continued use was forgotten: %+v, want a new use", r)
 	}
 }
