@@ -26,13 +26,13 @@ const (
 )
 
 // idempotent, in front of each POST route's handler, runs a POST that
-// carries an Idempotency-Key at most once per
-// (tenant, key): the first request is executed and its answer stored for
-// dedupe.ttl; the same request again gets that answer with
-// Idempotent-Replayed; another request with the key is 422; the same key
-// while the first still runs is 409 with Retry-After. A 5xx answer, or
-// any with Retry-After, is not stored, so a retry executes again; a process that dies mid-request
-// leaves a claim that expires after idemLease.
+// carries an Idempotency-Key at most once per (tenant, key): the first
+// request is executed and its answer stored for dedupe.ttl; the same
+// request again gets that answer with Idempotent-Replayed; another request
+// with the key is 422; the same key while the first still runs is 409 with
+// Retry-After. A 5xx answer, or any with Retry-After, is not stored, so a
+// retry executes again; a process that dies mid-request leaves a claim
+// that expires after idemLease.
 func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	keys := c.Request().Header.PeekAll(headerIdempotencyKey)
 	if len(keys) == 0 {
