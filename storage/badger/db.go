@@ -597,10 +597,9 @@ func (db *DB) startSync(group [][]*op, received uint64, slot int, results chan<-
 }
 
 // releaseSynced releases the finished runs at the head of flight, in
-// order, and returns what is left in flight. A run
-// released after the store failed fails too, even if its own sync
-// succeeded: the failure may have been reported to another slot's sync
-// for pages this run counted on.
+// order, and returns what is left in flight. A run released after the
+// store failed fails too, even if its own sync succeeded: the failure may
+// have been reported to another slot's sync for pages this run counted on.
 func (db *DB) releaseSynced(flight []*syncRun) []*syncRun {
 	for len(flight) > 0 && flight[0].finished {
 		r := flight[0]
@@ -653,6 +652,9 @@ func mayWriteValues(group [][]*op) bool {
 // write is refused until a restart (the page cache may have dropped what
 // it could not write). It returns the error writes are answered with.
 func (db *DB) fail(err error) error {
+	if prev := db.failure(); prev != nil {
+		return prev // latched already: writes are answered with the first failure
+	}
 	werr := fmt.Errorf("%w: %v", ErrSyncFailed, err)
 	if db.failed.CompareAndSwap(nil, &werr) {
 		db.log.Error("badger sync failed: refusing further writes until restart", "err", err)

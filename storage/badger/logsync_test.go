@@ -76,29 +76,32 @@ func (r *syncRecorder) take() []string {
 	return ev
 }
 
+// createLog writes a small file called name into dir, as Badger would
+// start a log or table.
+func createLog(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("entry"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLogSyncerFollowsBadgersLogs: with files laid out as Badger does,
 // each sync covers the current log and every log sealed since the last
 // sync, syncs the directory when a log is new, and finds the current log
 // even when the ones before it were deleted unseen.
 func TestLogSyncerFollowsBadgersLogs(t *testing.T) {
 	dir := t.TempDir()
-	create := func(name string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("entry"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	remove := func(name string) {
 		t.Helper()
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	create("00001.mem")
-	create("00002.mem")
-	create("000001.vlog")
-	create("00003.sst")
-	create("0004.mem") // not a name Badger gives: ignored
+	createLog(t, dir, "00001.mem")
+	createLog(t, dir, "00002.mem")
+	createLog(t, dir, "000001.vlog")
+	createLog(t, dir, "00003.sst")
+	createLog(t, dir, "0004.mem") // not a name Badger gives: ignored
 	s, rec := newRecordedSyncer(t, dir)
 	step := func(want ...string) {
 		t.Helper()
@@ -112,16 +115,16 @@ func TestLogSyncerFollowsBadgersLogs(t *testing.T) {
 	}
 	step("00001.mem", "00002.mem") // both may hold writes of an earlier process
 	step("00002.mem")
-	create("00003.mem") // Badger starts a new memtable: 2 is sealed
+	createLog(t, dir, "00003.mem") // Badger starts a new memtable: 2 is sealed
 	step("dir", "00002.mem", "00003.mem")
 	step("00003.mem")
-	create("00004.mem")
-	create("00005.mem")
+	createLog(t, dir, "00004.mem")
+	createLog(t, dir, "00005.mem")
 	step("dir", "00003.mem", "00004.mem", "00005.mem")
 	// Flushed and deleted before the syncer looked: 6 and 7 never seen.
-	create("00006.mem")
-	create("00007.mem")
-	create("00008.mem")
+	createLog(t, dir, "00006.mem")
+	createLog(t, dir, "00007.mem")
+	createLog(t, dir, "00008.mem")
 	remove("00005.mem")
 	remove("00006.mem")
 	remove("00007.mem")
@@ -131,7 +134,7 @@ func TestLogSyncerFollowsBadgersLogs(t *testing.T) {
 		t.Fatalf("%d memtable logs held open, want 1", n)
 	}
 	// The value log is followed the same way.
-	create("000002.vlog")
+	createLog(t, dir, "000002.vlog")
 	if err := s.sync(true); err != nil {
 		t.Fatal(err)
 	}

@@ -76,19 +76,13 @@ func TestSecondSyncRunsWhileTheFirstIsHeld(t *testing.T) {
 // and is let go once that one is done.
 func TestLogSyncerKeepsSealedLogsForSyncsInFlight(t *testing.T) {
 	dir := t.TempDir()
-	create := func(name string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("entry"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	create("00001.mem")
+	createLog(t, dir, "00001.mem")
 	s, rec := newRecordedSyncer(t, dir)
 	early, err := s.plan(true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	create("00002.mem") // Badger moves on while the early sync is in flight
+	createLog(t, dir, "00002.mem") // Badger moves on while the early sync is in flight
 	late, err := s.plan(true, 1)
 	if err != nil {
 		t.Fatal(err)
