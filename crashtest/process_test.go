@@ -132,9 +132,9 @@ func freeAddr(t *testing.T) string {
 
 // process is one run of the binary.
 type process struct {
-	n      int // 1 for the first start
+	n      int // 1 for the first start (supervised runs only)
 	cmd    *exec.Cmd
-	log    string
+	log    string        // the file its stderr goes to
 	exited chan struct{} // closed once Wait returned
 	state  *os.ProcessState
 }
@@ -147,6 +147,34 @@ func (p *process) alive() bool {
 	default:
 		return true
 	}
+}
+
+// startProcess starts cmd, whose log is the file log; the files in out
+// (its output) are closed once it has exited.
+func startProcess(cmd *exec.Cmd, log string, out ...*os.File) (*process, error) {
+	closeOut := func() {
+		for _, f := range out {
+			_ = f.Close()
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		closeOut()
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	p := &process{cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		p.state = cmd.ProcessState
+		closeOut()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// output returns what the process has logged so far.
+func (p *process) output() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
 }
 
 // supervisor runs the gateway binary on one config and data directory:
@@ -208,17 +236,11 @@ func (s *supervisor) spawn() (*process, error) {
 	cmd := exec.Command(s.bin, "serve", "-config", s.config)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("start %s: %w", s.bin, err)
+	p, err := startProcess(cmd, log, f)
+	if err != nil {
+		return nil, err
 	}
-	p := &process{n: n, cmd: cmd, log: log, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		_ = f.Close()
-		close(p.exited)
-	}()
+	p.n = n
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()

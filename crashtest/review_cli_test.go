@@ -67,12 +67,11 @@ func runCLI(t *testing.T, bin, dir string, env []string, args ...string) cliResu
 	return r
 }
 
-// cliProc is a running gateway whose stdout and stderr go to files.
+// cliProc is a running gateway whose stdout and stderr (its log) go to
+// files of their own.
 type cliProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr string
-	exited         chan struct{}
-	state          *os.ProcessState
+	*process
+	stdout string
 }
 
 // startCLI starts the binary in dir; it is killed and waited for at the end
@@ -80,30 +79,25 @@ type cliProc struct {
 func startCLI(t *testing.T, bin, dir string, env []string, attr *syscall.SysProcAttr, args ...string) *cliProc {
 	t.Helper()
 	logs := t.TempDir()
-	p := &cliProc{stdout: filepath.Join(logs, "stdout"), stderr: filepath.Join(logs, "stderr"), exited: make(chan struct{})}
-	so, err := os.Create(p.stdout)
+	stdout, stderr := filepath.Join(logs, "stdout"), filepath.Join(logs, "stderr")
+	so, err := os.Create(stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	se, err := os.Create(p.stderr)
+	se, err := os.Create(stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if attr == nil {
 		attr = childAttr()
 	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr, p.cmd.SysProcAttr = dir, env, so, se, attr
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = dir, env, so, se, attr
+	proc, err := startProcess(cmd, stderr, so, se)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		_ = so.Close()
-		_ = se.Close()
-		close(p.exited)
-	}()
+	p := &cliProc{process: proc, stdout: stdout}
 	t.Cleanup(func() {
 		if p.alive() {
 			_ = p.cmd.Process.Kill()
@@ -111,20 +105,6 @@ func startCLI(t *testing.T, bin, dir string, env []string, attr *syscall.SysProc
 		<-p.exited
 	})
 	return p
-}
-
-func (p *cliProc) alive() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *cliProc) log() string {
-	b, _ := os.ReadFile(p.stderr)
-	return string(b)
 }
 
 // waitCLIHealthy polls the admin listener's /healthz until it answers 200.
@@ -142,10 +122,10 @@ func waitCLIHealthy(t *testing.T, p *cliProc, adminAddr string) {
 			}
 		}
 		if !p.alive() {
-			t.Fatalf("the gateway exited during startup (%s)\n%s", p.state, p.log())
+			t.Fatalf("the gateway exited during startup (%s)\n%s", p.state, p.output())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/healthz did not answer within %v\n%s", startTimeout, p.log())
+			t.Fatalf("/healthz did not answer within %v\n%s", startTimeout, p.output())
 		}
 		time.Sleep(pollEvery)
 	}
@@ -160,7 +140,7 @@ func stopCLI(t *testing.T, p *cliProc, sig syscall.Signal) int {
 	select {
 	case <-p.exited:
 	case <-time.After(stopTimeout):
-		t.Fatalf("still running %v after %v\n%s", stopTimeout, sig, p.log())
+		t.Fatalf("still running %v after %v\n%s", stopTimeout, sig, p.output())
 	}
 	return p.state.ExitCode()
 }
@@ -171,7 +151,7 @@ func waitCLIExit(t *testing.T, p *cliProc) int {
 	select {
 	case <-p.exited:
 	case <-time.After(startTimeout):
-		t.Fatalf("a start that must be refused is still running after %v\n%s", startTimeout, p.log())
+		t.Fatalf("a start that must be refused is still running after %v\n%s", startTimeout, p.output())
 	}
 	return p.state.ExitCode()
 }
@@ -242,7 +222,7 @@ func TestFailedStartOnAPortInUseChangesNothing(t *testing.T) {
 	waitCLIHealthy(t, p, admin)
 	before := cliEndpointSecret(t, c, admin, "e")
 	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
-		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
+		t.Fatalf("SIGTERM: exit %d\n%s", code, p.output())
 	}
 
 	hold, err := net.Listen("tcp", ingest) // another service took the port
@@ -268,7 +248,7 @@ func TestFailedStartOnAPortInUseChangesNothing(t *testing.T) {
 			"(bind the listeners before applying the config)", r.code, lastLine(r.stderr), before, after)
 	}
 	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
-		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
+		t.Fatalf("SIGTERM: exit %d\n%s", code, p.output())
 	}
 }
 
@@ -423,13 +403,13 @@ func TestEmbeddedDefaultConfigRunsAsIs(t *testing.T) {
 		t.Fatalf("GET /events with the trial token: %d %s", resp.StatusCode, b)
 	}
 	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
-		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
+		t.Fatalf("SIGTERM: exit %d\n%s", code, p.output())
 	}
 	if out, _ := os.ReadFile(p.stdout); len(out) != 0 {
 		t.Errorf("serve wrote to stdout (logs belong on stderr): %q", out)
 	}
-	if !strings.Contains(p.log(), "embedded default config") {
-		t.Errorf("the log does not say the embedded config runs:\n%s", p.log())
+	if !strings.Contains(p.output(), "embedded default config") {
+		t.Errorf("the log does not say the embedded config runs:\n%s", p.output())
 	}
 	if st, err := os.Stat(filepath.Join(dir, "data")); err != nil || !st.IsDir() {
 		t.Errorf("no ./data directory after a run on the embedded config: %v", err)
@@ -466,10 +446,10 @@ func TestSIGINTStopsAndTheStoreReopensAtOnce(t *testing.T) {
 		t.Fatalf("signed ingest: %d", resp.StatusCode)
 	}
 	if code := stopCLI(t, p, syscall.SIGINT); code != 0 {
-		t.Fatalf("SIGINT: exit %d, want 0\n%s", code, p.log())
+		t.Fatalf("SIGINT: exit %d, want 0\n%s", code, p.output())
 	}
-	if !strings.Contains(p.log(), "hookgate stopped") {
-		t.Errorf("no \"hookgate stopped\" after SIGINT:\n%s", p.log())
+	if !strings.Contains(p.output(), "hookgate stopped") {
+		t.Errorf("no \"hookgate stopped\" after SIGINT:\n%s", p.output())
 	}
 	p = startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", cfg)
 	waitCLIHealthy(t, p, admin)
@@ -478,7 +458,7 @@ func TestSIGINTStopsAndTheStoreReopensAtOnce(t *testing.T) {
 		t.Errorf("after SIGINT and a restart, GET /events: %d %v %s; want the acknowledged event", st, err, b)
 	}
 	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
-		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
+		t.Fatalf("SIGTERM: exit %d\n%s", code, p.output())
 	}
 }
 
@@ -500,12 +480,12 @@ func TestSecondInstanceOnTheSameDataDirIsRefused(t *testing.T) {
 	waitCLIHealthy(t, p, admin)
 
 	q := startCLI(t, bin, dir, cliEnv(), nil, "serve", "-config", second)
-	if code := waitCLIExit(t, q); code != 1 || !strings.Contains(q.log(), "in use by another hookgate process") {
-		t.Errorf("a second instance on the same data directory: exit %d, want 1 saying the directory is in use\n%s", code, q.log())
+	if code := waitCLIExit(t, q); code != 1 || !strings.Contains(q.output(), "in use by another hookgate process") {
+		t.Errorf("a second instance on the same data directory: exit %d, want 1 saying the directory is in use\n%s", code, q.output())
 	}
 	waitCLIHealthy(t, p, admin)
 	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
-		t.Fatalf("the first instance, SIGTERM: exit %d\n%s", code, p.log())
+		t.Fatalf("the first instance, SIGTERM: exit %d\n%s", code, p.output())
 	}
 }
 
@@ -561,8 +541,8 @@ func TestStartFailsClosedOnTheEnvironment(t *testing.T) {
 		// Without -config: the embedded default would listen on
 		// HOOKGATE_LISTEN with its unsigned demo source.
 		p := startCLI(t, bin, dir, cliEnv("HOOKGATE_LISTEN="+ingest, "HOOKGATE_ADMIN_LISTEN="+admin), nobody)
-		if code := waitCLIExit(t, p); code != 1 || !strings.Contains(p.log(), "permission denied") || strings.Contains(p.log(), "embedded") {
-			t.Errorf("./config.yaml unreadable: exit %d, want 1 saying permission denied, not the embedded config\n%s", code, p.log())
+		if code := waitCLIExit(t, p); code != 1 || !strings.Contains(p.output(), "permission denied") || strings.Contains(p.output(), "embedded") {
+			t.Errorf("./config.yaml unreadable: exit %d, want 1 saying permission denied, not the embedded config\n%s", code, p.output())
 		}
 	})
 	t.Run("data directory not writable", func(t *testing.T) {
@@ -577,8 +557,8 @@ func TestStartFailsClosedOnTheEnvironment(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := startCLI(t, bin, dir, cliEnv(), nobody, "serve", "-config", cfg)
-		if code := waitCLIExit(t, p); code != 1 || !strings.Contains(p.log(), "permission denied") {
-			t.Errorf("data directory not writable: exit %d, want 1 saying permission denied\n%s", code, p.log())
+		if code := waitCLIExit(t, p); code != 1 || !strings.Contains(p.output(), "permission denied") {
+			t.Errorf("data directory not writable: exit %d, want 1 saying permission denied\n%s", code, p.output())
 		}
 	})
 }
@@ -680,12 +660,12 @@ endpoints:
 	}
 	_ = resp.Body.Close()
 	waitUntil(t, 20*time.Second, "the delivery to the failing receiver to give up", func() bool {
-		return strings.Contains(p.log(), "delivery failed")
+		return strings.Contains(p.output(), "delivery failed")
 	})
 	if code := stopCLI(t, p, syscall.SIGTERM); code != 0 {
-		t.Fatalf("SIGTERM: exit %d\n%s", code, p.log())
+		t.Fatalf("SIGTERM: exit %d\n%s", code, p.output())
 	}
-	log := p.log()
+	log := p.output()
 	for name, v := range map[string]string{"operator token": operatorToken, "tenant token": tenantToken,
 		"source secret": sourceSecret, "source secret's key": strings.TrimPrefix(sourceSecret, "whsec_")[:16],
 		"hmac secret": hmacSecret, "endpoint secret": strings.TrimPrefix(epSecret, "whsec_")[:16],

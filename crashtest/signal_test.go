@@ -3,7 +3,6 @@ package crashtest
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,7 +53,7 @@ func TestSIGHUPStopsGracefully(t *testing.T) {
 	if err := sup.stopWith(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(sup.current().log); !strings.Contains(string(b), "stopping gracefully") {
+	if !strings.Contains(sup.current().output(), "stopping gracefully") {
 		t.Fatalf("no graceful stop in the log\n%s", tail(sup.current().log, 20))
 	}
 }
@@ -116,8 +115,7 @@ func signalStop(t *testing.T, p *process, sig syscall.Signal) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b, _ := os.ReadFile(p.log)
-		if strings.Contains(string(b), "stopping gracefully; a second signal stops at once") {
+		if strings.Contains(p.output(), "stopping gracefully; a second signal stops at once") {
 			return
 		}
 		if time.Now().After(deadline) || !p.alive() {

@@ -30,7 +30,7 @@ func TestLosingTheStoreExitsForARestart(t *testing.T) {
 	if code := p.state.ExitCode(); code != 1 {
 		t.Fatalf("exit code %d, want 1\n%s", code, tail(p.log, 20))
 	}
-	if log, _ := os.ReadFile(p.log); !strings.Contains(string(log), "the store failed and must be reopened") {
+	if !strings.Contains(p.output(), "the store failed and must be reopened") {
 		t.Fatalf("the log does not say why it stopped\n%s", tail(p.log, 20))
 	}
 }
