@@ -177,6 +177,50 @@ func (p *process) output() string {
 	return string(b)
 }
 
+// waitHealthy polls healthz (an admin listener's /healthz) with c until it
+// answers 200. It fails if the process exits first or nothing answers 200
+// within startTimeout.
+func (p *process) waitHealthy(c *http.Client, healthz string) error {
+	deadline := time.Now().Add(startTimeout)
+	for !answers200(c, healthz) {
+		if !p.alive() {
+			return fmt.Errorf("exited during startup (%s)", p.state)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("/healthz did not answer within %v", startTimeout)
+		}
+		time.Sleep(pollEvery)
+	}
+	return nil
+}
+
+// answers200 reports whether a GET of url answers 200.
+func answers200(c *http.Client, url string) bool {
+	resp, err := c.Get(url)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// signalAndWait sends sig and waits up to stopTimeout for the process to
+// exit; p.state then tells how it ended.
+func (p *process) signalAndWait(sig syscall.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	timer := time.NewTimer(stopTimeout)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("still running %v after %v", stopTimeout, sig)
+	}
+}
+
 // supervisor runs the gateway binary on one config and data directory:
 // it starts it, kills it, restarts it, and tells load clients when it is
 // serving again.
@@ -254,15 +298,8 @@ func (s *supervisor) start() error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(startTimeout)
-	for !s.healthy() {
-		if !p.alive() {
-			return fmt.Errorf("run %d exited during startup (%s)\n%s", p.n, p.state, tail(p.log, 40))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run %d: /healthz did not answer within %v\n%s", p.n, startTimeout, tail(p.log, 40))
-		}
-		time.Sleep(pollEvery)
+	if err := p.waitHealthy(s.client, s.adminURL+"/healthz"); err != nil {
+		return fmt.Errorf("run %d: %w\n%s", p.n, err, tail(p.log, 40))
 	}
 	s.mu.Lock()
 	close(s.ready)
@@ -271,15 +308,7 @@ func (s *supervisor) start() error {
 }
 
 // healthy reports whether /healthz on the admin listener answers 200.
-func (s *supervisor) healthy() bool {
-	resp, err := s.client.Get(s.adminURL + "/healthz")
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func (s *supervisor) healthy() bool { return answers200(s.client, s.adminURL+"/healthz") }
 
 // kill SIGKILLs the running process and waits for it. Clients that fail
 // from now on wait for the next start. It is an error if the process had
@@ -343,15 +372,8 @@ func (s *supervisor) stopWith(sig syscall.Signal) error {
 	if !p.alive() {
 		return fmt.Errorf("run %d exited on its own before %v (%s)\n%s", p.n, sig, p.state, tail(p.log, 40))
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		return err
-	}
-	timer := time.NewTimer(stopTimeout)
-	defer timer.Stop()
-	select {
-	case <-p.exited:
-	case <-timer.C:
-		return fmt.Errorf("run %d still running %v after %v\n%s", p.n, stopTimeout, sig, tail(p.log, 40))
+	if err := p.signalAndWait(sig); err != nil {
+		return fmt.Errorf("run %d: %w\n%s", p.n, err, tail(p.log, 40))
 	}
 	if !p.state.Success() {
 		return fmt.Errorf("run %d: %v ended with %s, want exit status 0\n%s", p.n, sig, p.state, tail(p.log, 40))

@@ -112,35 +112,16 @@ func waitCLIHealthy(t *testing.T, p *cliProc, adminAddr string) {
 	t.Helper()
 	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		if resp, err := c.Get("http://" + adminAddr + "/healthz"); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if !p.alive() {
-			t.Fatalf("the gateway exited during startup (%s)\n%s", p.state, p.output())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz did not answer within %v\n%s", startTimeout, p.output())
-		}
-		time.Sleep(pollEvery)
+	if err := p.waitHealthy(c, "http://"+adminAddr+"/healthz"); err != nil {
+		t.Fatalf("%v\n%s", err, p.output())
 	}
 }
 
 // stopCLI sends sig and returns the exit code (within stopTimeout).
 func stopCLI(t *testing.T, p *cliProc, sig syscall.Signal) int {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(stopTimeout):
-		t.Fatalf("still running %v after %v\n%s", stopTimeout, sig, p.output())
+	if err := p.signalAndWait(sig); err != nil {
+		t.Fatalf("%v\n%s", err, p.output())
 	}
 	return p.state.ExitCode()
 }
