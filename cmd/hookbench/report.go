@@ -114,6 +114,9 @@ func printTable(w io.Writer, rs []Result) {
 		if r.CPUPerReqUs > 0 {
 			fmt.Fprintf(w, "%s: server CPU %.0f µs per acknowledged request\n", r.label(), r.CPUPerReqUs)
 		}
+		if r.SyncsPerSec > 0 {
+			fmt.Fprintf(w, "%s: store syncs %.0f/s, %.1f writes per sync, %.2f ms per sync on average\n", r.label(), r.SyncsPerSec, r.WritesPerSync, r.SyncMeanMs)
+		}
 		if r.FirstP50ms > 0 && r.ReplayP50ms > 0 {
 			fmt.Fprintf(w, "%s: first requests p50 %.2f ms, replayed duplicates p50 %.2f ms\n", r.Scenario, r.FirstP50ms, r.ReplayP50ms)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,8 +34,13 @@ type Result struct {
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 	// CPUPerReqUs is the server process's CPU time during the load, per
 	// acknowledged request (user + system, in microseconds).
-	CPUPerReqUs  float64 `json:"cpu_us_per_request,omitempty"`
-	CeilingRatio float64 `json:"ceiling_ratio,omitempty"`
+	CPUPerReqUs float64 `json:"cpu_us_per_request,omitempty"`
+	// SyncsPerSec, WritesPerSync and SyncMeanMs are the store's group
+	// commit during the load (from the gateway's /metrics).
+	SyncsPerSec   float64 `json:"syncs_per_s,omitempty"`
+	WritesPerSync float64 `json:"writes_per_sync,omitempty"`
+	SyncMeanMs    float64 `json:"sync_mean_ms,omitempty"`
+	CeilingRatio  float64 `json:"ceiling_ratio,omitempty"`
 	// Backlog and restart figures.
 	Backlog         int64   `json:"backlog,omitempty"`
 	RSSStartMiB     float64 `json:"rss_start_mib,omitempty"`
@@ -219,8 +225,12 @@ func deliveryScenario(ctx context.Context, o options, bin, name string, paths []
 	}
 	defer b.close(o)
 	cpu0 := b.proc.cpu()
+	sync0, serr0 := readSyncs(ctx, b.admin)
+	t0 := time.Now()
 	lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: retries, prefix: name})
 	cpu1 := b.proc.cpu()
+	sync1, serr1 := readSyncs(ctx, b.admin)
+	took := time.Since(t0)
 	fresh := lr.OK - lr.Replayed
 	want := fresh * int64(len(paths))
 	if !b.waitDelivered(ctx, want, 120*time.Second) {
@@ -228,6 +238,11 @@ func deliveryScenario(ctx context.Context, o options, bin, name string, paths []
 	}
 	r := summarize(name, o, lr)
 	r.CPUPerReqUs = cpuPerRequest(cpu0, cpu1, lr.OK)
+	if err := errors.Join(serr0, serr1); err != nil {
+		progress("  warning: no store sync figures: %v", err)
+	} else {
+		fillSyncs(&r, sync0, sync1, took)
+	}
 	fillDeliveries(&r, b, lr)
 	_, peak := b.proc.rssKiB()
 	r.PeakRSSMiB = float64(peak) / 1024
