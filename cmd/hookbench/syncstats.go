@@ -38,18 +38,16 @@ func readSyncs(ctx context.Context, admin string) (syncReading, error) {
 	if err != nil {
 		return syncReading{}, fmt.Errorf("GET /metrics: %w", err)
 	}
-	var r syncReading
-	if f := fams["hookgate_store_sync_seconds"]; f != nil && len(f.Metric) == 1 && f.Metric[0].Histogram != nil {
-		h := f.Metric[0].Histogram
-		r.syncs, r.seconds = float64(h.GetSampleCount()), h.GetSampleSum()
-	} else {
+	secs := fams["hookgate_store_sync_seconds"]
+	if secs == nil || len(secs.Metric) != 1 || secs.Metric[0].Histogram == nil {
 		return syncReading{}, fmt.Errorf("GET /metrics: no hookgate_store_sync_seconds histogram")
 	}
-	if f := fams["hookgate_store_synced_writes_total"]; f != nil && len(f.Metric) == 1 && f.Metric[0].Counter != nil {
-		r.writes = f.Metric[0].Counter.GetValue()
-	} else {
+	writes := fams["hookgate_store_synced_writes_total"]
+	if writes == nil || len(writes.Metric) != 1 || writes.Metric[0].Counter == nil {
 		return syncReading{}, fmt.Errorf("GET /metrics: no hookgate_store_synced_writes_total counter")
 	}
+	h := secs.Metric[0].Histogram
+	r := syncReading{syncs: float64(h.GetSampleCount()), seconds: h.GetSampleSum(), writes: writes.Metric[0].Counter.GetValue()}
 	return r, nil
 }
 
