@@ -18,10 +18,14 @@ import (
 
 // Opener opens a fresh, empty store for one test. The suite closes it.
 // Reopen, when not nil, closes the store and opens it again on the same
-// data (a restart).
+// data (a restart). Peer, when not nil, opens a second handle on the
+// same data while the first stays open, as a second gateway on one
+// database does: the races the suite runs then run across the two (an
+// embedded engine, which one process owns, has none).
 type Opener struct {
 	Open   func(t *testing.T) storage.Store
 	Reopen func(t *testing.T, s storage.Store) storage.Store
+	Peer   func(t *testing.T, s storage.Store) storage.Store
 }
 
 // Run runs the whole suite.
@@ -87,6 +91,8 @@ func Run(t *testing.T, o Opener) {
 		"PurgeKeepsDedupeRecords":           testPurgeKeepsDedupeRecords,
 		"MissingRecords":                    testMissingRecords,
 		"FarFutureDedupeWindow":             testFarFutureDedupeWindow,
+		"LeaseTakenOverByAPeer":             testLeaseTakenOverByAPeer,
+		"OutsideBytesKeptExactly":           testOutsideBytesKeptExactly,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -109,6 +115,19 @@ func open(t *testing.T, o Opener) storage.Store {
 	s := o.Open(t)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// handles returns s and, when the engine has peers, a second handle on
+// its data: a race test spreads its callers over them, so that on a
+// shared database it races two gateways, not two goroutines of one.
+func handles(t *testing.T, o Opener, s storage.Store) []storage.Store {
+	t.Helper()
+	if o.Peer == nil {
+		return []storage.Store{s}
+	}
+	p := o.Peer(t, s)
+	t.Cleanup(func() { _ = p.Close() })
+	return []storage.Store{s, p}
 }
 
 // event builds an accept request for (tenant, source, id) with one
@@ -208,6 +227,7 @@ func testAcceptScopes(t *testing.T, o Opener) {
 
 func testAcceptConcurrent(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	hs := handles(t, o, s)
 	const n = 64
 	var wg sync.WaitGroup
 	results := make([]storage.AcceptResult, n)
@@ -216,7 +236,7 @@ func testAcceptConcurrent(t *testing.T, o Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = s.Accept(ctx, event("acme", "stripe", "race", "body", now, "ep1"))
+			results[i], errs[i] = hs[i%len(hs)].Accept(ctx, event("acme", "stripe", "race", "body", now, "ep1"))
 		}()
 	}
 	wg.Wait()
@@ -506,6 +526,7 @@ func testEarlierDueAfterClaims(t *testing.T, o Opener) {
 // entries: a claim must never move past an entry written concurrently.
 func testClaimsRaceInserts(t *testing.T, o Opener) {
 	s, ctx := open(t, o), context.Background()
+	hs := handles(t, o, s)
 	const writers, perWriter = 4, 50
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -513,31 +534,38 @@ func testClaimsRaceInserts(t *testing.T, o Opener) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, j := range jobs {
+			if seen[j.Delivery.ID] {
+				t.Errorf("delivery %s claimed twice within its lease", j.Delivery.ID)
+			}
 			seen[j.Delivery.ID] = true
 		}
 	}
 	done := make(chan struct{})
-	var claimer, ws sync.WaitGroup
-	claimer.Go(func() {
-		for {
-			jobs, err := s.Claim(ctx, "ep1", time.Now().UTC(), 8, time.Hour)
-			if err != nil {
-				t.Error(err)
-				return
+	var claimers, ws sync.WaitGroup
+	// Two claimers, one per handle when there are two: no delivery may be
+	// claimed by both (their claims last an hour).
+	for c := range 2 {
+		claimers.Go(func() {
+			for {
+				jobs, err := hs[c%len(hs)].Claim(ctx, "ep1", time.Now().UTC(), 8, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mark(jobs)
+				select {
+				case <-done:
+					return
+				default:
+				}
 			}
-			mark(jobs)
-			select {
-			case <-done:
-				return
-			default:
-			}
-		}
-	})
+		})
+	}
 	for w := range writers {
 		ws.Go(func() {
 			for i := range perWriter {
 				req := event("acme", "stripe", fmt.Sprintf("race-%d-%d", w, i), "b", time.Now().UTC(), "ep1")
-				if _, err := s.Accept(ctx, req); err != nil {
+				if _, err := hs[w%len(hs)].Accept(ctx, req); err != nil {
 					t.Error(err)
 					return
 				}
@@ -546,8 +574,8 @@ func testClaimsRaceInserts(t *testing.T, o Opener) {
 	}
 	ws.Wait()
 	close(done)
-	claimer.Wait()
-	// What the worker did not get is still due (its own claims last an hour).
+	claimers.Wait()
+	// What the workers did not get is still due (their claims last an hour).
 	for {
 		jobs := must(s.Claim(ctx, "ep1", time.Now().UTC(), 100, time.Hour))
 		if len(jobs) == 0 {
@@ -853,15 +881,16 @@ func testIdempotencyKeys(t *testing.T, o Opener) {
 
 func testIdempotencyConcurrent(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	hs := handles(t, o, s)
 	h := sha256.Sum256([]byte("req"))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	winners := 0
-	for range 50 {
+	for i := range 50 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := s.ClaimKey(ctx, storage.IdemClaim{Tenant: "t", Key: "k", RequestHash: h, Now: now, LeaseUntil: now.Add(time.Minute)})
+			r, err := hs[i%len(hs)].ClaimKey(ctx, storage.IdemClaim{Tenant: "t", Key: "k", RequestHash: h, Now: now, LeaseUntil: now.Add(time.Minute)})
 			if err != nil {
 				t.Error(err)
 				return

@@ -362,6 +362,8 @@ func testTenantFilters(t *testing.T, o Opener) {
 // The admin API answers 410 on ErrNotFound and 202 otherwise.
 func testEnqueueRacesPurge(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	hs := handles(t, o, s)
+	purger := hs[len(hs)-1] // another gateway's, when there is one
 	old := now.Add(-2 * time.Hour)
 	cutoff := now.Add(-time.Hour)
 	var stored []string
@@ -374,7 +376,7 @@ func testEnqueueRacesPurge(t *testing.T, o Opener) {
 		var wg sync.WaitGroup
 		var enqErr, purgeErr error
 		wg.Go(func() { enqErr = s.Enqueue(ctx, []storage.Delivery{fresh}) })
-		wg.Go(func() { _, purgeErr = s.Purge(ctx, cutoff, cutoff, 100) })
+		wg.Go(func() { _, purgeErr = purger.Purge(ctx, cutoff, cutoff, 100) })
 		wg.Wait()
 		ok(purgeErr)
 		switch {
@@ -515,5 +517,71 @@ func testPurgeReplays(t *testing.T, o Opener) {
 	}
 	if n := must(s.PurgeReplays(ctx, now.Add(-time.Hour))); n != 0 {
 		t.Fatalf("a second PurgeReplays deleted %d", n)
+	}
+}
+
+// A delivery claimed by one gateway is not claimed by another until its
+// lease ends; then the other takes it over, with the same
+// Idempotency-Key, and the first one's late outcome is refused. With one
+// handle it is the same promise for one process's workers.
+func testLeaseTakenOverByAPeer(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	hs := handles(t, o, s)
+	a, b := hs[0], hs[len(hs)-1]
+	req := event("acme", "stripe", "lease", "b", now, "ep")
+	must(a.Accept(ctx, req))
+	first := must(a.Claim(ctx, "ep", now, 10, time.Minute))
+	if len(first) != 1 {
+		t.Fatalf("first claim took %d deliveries, want 1", len(first))
+	}
+	if again := must(b.Claim(ctx, "ep", now.Add(30*time.Second), 10, time.Minute)); len(again) != 0 {
+		t.Fatalf("a delivery under a live lease was claimed again: %+v", again)
+	}
+	later := now.Add(2 * time.Minute)
+	taken := must(b.Claim(ctx, "ep", later, 10, time.Minute))
+	if len(taken) != 1 || taken[0].Delivery.ID != first[0].Delivery.ID {
+		t.Fatalf("after the lease ended the claim took %+v, want the delivery again", taken)
+	}
+	if taken[0].Delivery.IdempotencyKey != req.Event.IdempotencyKey || string(taken[0].Event.Body) != "b" {
+		t.Fatalf("the taken-over delivery carries key %q and body %q, want %q and the event's body",
+			taken[0].Delivery.IdempotencyKey, taken[0].Event.Body, req.Event.IdempotencyKey)
+	}
+	late := &storage.Outcome{Delivery: first[0].Delivery.ID, Lease: first[0].Delivery.LeaseUntil, State: storage.StateSucceeded,
+		CountAttempt: true, Attempt: storage.Attempt{N: 1, At: later, StatusCode: 200}}
+	if err := a.Complete(ctx, late); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("the first claimer's outcome after its lease was taken over: %v, want ErrLeaseLost", err)
+	}
+	ok(b.Complete(ctx, &storage.Outcome{Delivery: taken[0].Delivery.ID, Lease: taken[0].Delivery.LeaseUntil,
+		State: storage.StateSucceeded, CountAttempt: true, Attempt: storage.Attempt{N: 1, At: later, StatusCode: 200}}))
+	if d := must(a.GetDelivery(ctx, first[0].Delivery.ID)); d.State != storage.StateSucceeded || d.AttemptCount != 1 {
+		t.Fatalf("after the peer's outcome: state %s, %d attempts; want succeeded after 1", d.State, d.AttemptCount)
+	}
+}
+
+// What a provider sends is kept byte for byte: an event ID, a type and
+// header values that are not UTF-8 or hold NUL, and a binary body, read
+// back as written and deduplicated on the exact ID.
+func testOutsideBytesKeptExactly(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	id := "\xff\xfe bad utf-8 \x00 nul"
+	req := event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")
+	req.Event.Type = "type.\xc3\x28\x00"
+	req.Event.ContentType = "application/octet-stream"
+	req.Event.Headers = map[string]string{"X-Raw": "\xff\x00value", "X-Empty": ""}
+	must(s.Accept(ctx, req))
+	got := must(s.GetEvent(ctx, req.Event.ID))
+	if got.EventID != id || got.Type != req.Event.Type || string(got.Body) != string(req.Event.Body) ||
+		len(got.Headers) != 2 || got.Headers["X-Raw"] != "\xff\x00value" || got.Headers["X-Empty"] != "" {
+		t.Fatalf("read back %+q, want the bytes written %+q", got, req.Event)
+	}
+	if !got.ReceivedAt.Equal(now) {
+		t.Fatalf("received_at read back as %v, want %v to the nanosecond", got.ReceivedAt, now)
+	}
+	r := must(s.Accept(ctx, event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")))
+	if !r.Replayed {
+		t.Fatalf("a resend of the same binary event ID was not replayed: %+v", r)
+	}
+	if r := must(s.Accept(ctx, event("acme", "stripe", "\xff\xfe bad utf-8 \x00 nu", "b", now, "ep"))); r.Replayed {
+		t.Fatalf("another event ID (one byte shorter) was replayed as the first: %+v", r)
 	}
 }
