@@ -7,6 +7,53 @@ cd "$(dirname "$0")"
 # by another user makes go build fail to read its VCS status.
 export GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false"
 
+# PostgreSQL for the Postgres engine's tests: Debian's package, installed
+# when missing, and a throwaway cluster under a temp dir on a free
+# loopback port, run by a non-root user, stopped when this script ends.
+# A HOOKGATE_TEST_POSTGRES_DSN already set is used as it is. Without a
+# server the Postgres tests skip, unless CI=true: then they fail.
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+start_postgres() {
+  if [ -z "$(pg_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing PostgreSQL (Debian's package)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+  local bin; bin=$(pg_bin)
+  if [ -z "$bin" ]; then
+    echo "== no PostgreSQL found: the Postgres tests will skip (fail under CI=true)"
+    return 0
+  fi
+  PGTMP=$(mktemp -d)
+  local run=()
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres "$PGTMP"   # initdb refuses to run as root
+    run=(runuser -u postgres --)
+  fi
+  local port
+  for port in $(seq 55432 55632); do
+    (: </dev/tcp/127.0.0.1/"$port") 2>/dev/null || break
+  done
+  "${run[@]}" "$bin/initdb" -D "$PGTMP/data" -U hookgate --auth=trust -E UTF8 --locale=C >"$PGTMP/initdb.log" 2>&1 \
+    || { cat "$PGTMP/initdb.log"; exit 1; }
+  # fsync=off: the tests kill gateways and stop the server, never the
+  # machine; benchmarks and durability figures use a cluster with fsync on.
+  "${run[@]}" "$bin/pg_ctl" -D "$PGTMP/data" -l "$PGTMP/server.log" -w -o \
+    "-p $port -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" start >/dev/null \
+    || { cat "$PGTMP/server.log"; exit 1; }
+  PGSTOP=("${run[@]}" "$bin/pg_ctl" -D "$PGTMP/data" -m immediate stop)
+  trap 'stop_postgres' EXIT
+  export HOOKGATE_TEST_POSTGRES_DSN="postgres://hookgate@127.0.0.1:$port/postgres?sslmode=disable"
+  export HOOKGATE_TEST_PG_BIN="$bin" HOOKGATE_TEST_PG_DATA="$PGTMP/data"
+  echo "== PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (throwaway cluster)"
+}
+stop_postgres() {
+  "${PGSTOP[@]}" >/dev/null 2>&1 || true
+  rm -rf "$PGTMP"
+}
+if [ -z "${HOOKGATE_TEST_POSTGRES_DSN:-}" ]; then
+  start_postgres
+fi
+
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
