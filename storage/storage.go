@@ -221,6 +221,25 @@ type Maintainer interface {
 	PurgeReplays(ctx context.Context, cutoff time.Time) (int, error)
 }
 
+// Cluster is implemented by engines that several gateways share (the
+// Postgres engine): what one gateway must learn of another's work, and
+// locks that make background work run once across them. An embedded
+// engine, owned by one process, has neither need.
+type Cluster interface {
+	// CatalogVersion changes whenever any gateway writes or deletes an
+	// endpoint or a source; a gateway that sees it change reloads its
+	// view of the catalog.
+	CatalogVersion(ctx context.Context) (int64, error)
+	// TryLock takes the cluster-wide lock name if no one holds it, and
+	// reports whether it did. The lock is held until unlock is called or
+	// the holder's connection to the store ends (it died), whichever
+	// comes first: lost reports the latter, so that the holder stops the
+	// work the lock guarded.
+	TryLock(ctx context.Context, name string) (unlock func(), lost <-chan struct{}, ok bool, err error)
+	// Lock is TryLock that waits (until ctx ends) for the lock to be free.
+	Lock(ctx context.Context, name string) (unlock func(), lost <-chan struct{}, err error)
+}
+
 // SyncReporter is implemented by engines that make writes durable in
 // groups, with one sync (fsync) for many writes. The gateway exports it as
 // metrics: sync latency is what a durable write waits for, and a device

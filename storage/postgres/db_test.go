@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
@@ -145,4 +146,97 @@ func connect(t *testing.T, dsn, schema string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// A write of an endpoint or a source through one handle changes the
+// catalog version another handle reads.
+func TestCatalogVersionSeesPeersWrites(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	a := openDB(t, dsn, schema)
+	b := openDB(t, dsn, schema)
+	ctx := context.Background()
+	v0, err := b.CatalogVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutEndpoint(ctx, &storage.Endpoint{ID: "ep", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := b.CatalogVersion(ctx)
+	if err := a.DeleteEndpoint(ctx, "ep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutSource(ctx, &storage.Source{ID: "src", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := b.CatalogVersion(ctx)
+	if v1 == v0 || v2 == v1 {
+		t.Fatalf("catalog versions %d, %d, %d: want a change after each write", v0, v1, v2)
+	}
+}
+
+// A cluster lock is held by one handle at a time, is free again after
+// unlock, and is taken over when its holder's connection dies.
+func TestClusterLock(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	a := openDB(t, dsn, schema)
+	b := openDB(t, dsn, schema)
+	ctx := context.Background()
+	unlock, _, ok, err := a.TryLock(ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("first TryLock: %v %v", ok, err)
+	}
+	if _, _, ok, err := b.TryLock(ctx, "job"); err != nil || ok {
+		t.Fatalf("TryLock of a held lock: ok %v, err %v; want refused", ok, err)
+	}
+	// Another schema (another test, or another deployment in one
+	// database) has locks of its own.
+	dsn2, schema2 := pgtest.Schema(t)
+	c := openDB(t, dsn2, schema2)
+	if u, _, ok, err := c.TryLock(ctx, "job"); err != nil || !ok {
+		t.Fatalf("TryLock in another schema: %v %v", ok, err)
+	} else {
+		u()
+	}
+	unlock()
+	unlock() // twice is fine
+	u2, lost, ok, err := b.TryLock(ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("TryLock after unlock: %v %v", ok, err)
+	}
+	// The holder's session ends (as when its gateway dies): the lock is
+	// free for the others, and the holder is told.
+	conn := connect(t, dsn, schema)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()
+		AND objid = (hashtextextended($1 || '/job', 0) & 4294967295)::oid`, schema); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder was not told that its lock is gone")
+	}
+	u2()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u, _, ok, err := a.TryLock(ctx, "job")
+		if err == nil && ok {
+			u()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead holder's lock was not taken over: %v %v", ok, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func openDB(t *testing.T, dsn, schema string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
