@@ -64,12 +64,26 @@ type TokenConfig struct {
 	Tenant string `yaml:"tenant"`
 }
 
-// StorageConfig selects the store engine and where it keeps its files.
+// StorageConfig selects the store engine and where it keeps its data.
 type StorageConfig struct {
-	// Driver is the engine; only "badger" exists today.
+	// Driver is the engine: "badger" (embedded, one gateway) or
+	// "postgres" (any number of gateways on one database).
 	Driver string `yaml:"driver"`
-	// Path is the Badger directory (default DefaultStoragePath).
+	// Path is the Badger directory (default DefaultStoragePath); badger only.
 	Path string `yaml:"path"`
+	// Postgres is the database of driver postgres.
+	Postgres PostgresConfig `yaml:"postgres"`
+}
+
+// PostgresConfig is the database several gateways share.
+type PostgresConfig struct {
+	// DSN is the connection string (postgres://user:pass@host:5432/db?…),
+	// usually ${HOOKGATE_POSTGRES_DSN}. It is a secret: never logged or
+	// echoed in an error.
+	DSN string `yaml:"dsn"`
+	// MaxConns bounds this gateway's connections (default
+	// DefaultPostgresMaxConns, at most MaxPostgresMaxConns).
+	MaxConns int `yaml:"max_conns"`
 }
 
 // DedupeConfig controls inbound deduplication.
@@ -198,6 +212,11 @@ const (
 	DefaultStorageDriver = "badger"
 	// DefaultStoragePath is the Badger directory, relative to the working directory.
 	DefaultStoragePath = "./data"
+	// DefaultPostgresMaxConns is the connection pool size per gateway.
+	DefaultPostgresMaxConns = 20
+	// MaxPostgresMaxConns bounds storage.postgres.max_conns: PostgreSQL's
+	// own default max_connections is 100 for every gateway together.
+	MaxPostgresMaxConns = 1000
 	// DefaultDedupeTTL is how long inbound event IDs are remembered.
 	DefaultDedupeTTL = Duration(72 * time.Hour)
 	// DefaultRetention is how long events and deliveries are kept (30 days).
@@ -239,7 +258,8 @@ type defaulter interface{ setDefaults() }
 func (c *Config) setDefaults() {
 	c.Server = ServerConfig{Listen: DefaultServerListen, MaxBody: DefaultMaxBody}
 	c.Admin.Listen = DefaultAdminListen
-	c.Storage = StorageConfig{Driver: DefaultStorageDriver, Path: DefaultStoragePath}
+	c.Storage = StorageConfig{Driver: DefaultStorageDriver, Path: DefaultStoragePath,
+		Postgres: PostgresConfig{MaxConns: DefaultPostgresMaxConns}}
 	c.Dedupe.TTL = DefaultDedupeTTL
 	c.Retention = DefaultRetention
 	c.Delivery.Timeout = DefaultDeliveryTimeout

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,7 +151,7 @@ endpoints:
 	want := Config{
 		Server:    ServerConfig{Listen: DefaultServerListen, MaxBody: DefaultMaxBody},
 		Admin:     AdminConfig{Listen: DefaultAdminListen, Tokens: []TokenConfig{{Token: "admin-token-0123456789"}}},
-		Storage:   StorageConfig{Driver: "badger", Path: "./data"},
+		Storage:   StorageConfig{Driver: "badger", Path: "./data", Postgres: PostgresConfig{MaxConns: DefaultPostgresMaxConns}},
 		Dedupe:    DedupeConfig{TTL: Duration(72 * time.Hour)},
 		Retention: Duration(720 * time.Hour),
 		Delivery: DeliveryConfig{Timeout: Duration(15 * time.Second), Retry: RetryConfig{
@@ -485,7 +486,7 @@ func TestConfigRules(t *testing.T) {
 		// strict decoding
 		{"unknown key", base + "servr: {}\n", "servr", 3, "unknown key; did you mean server?"},
 		{"unknown nested key", base + "server:\n  maxBody: 1MiB\n", "server.maxBody", 4, "did you mean max_body?"},
-		{"unknown key lists known", base + "storage:\n  flavour: x\n", "storage.flavour", 4, "expected one of: driver, path"},
+		{"unknown key lists known", base + "storage:\n  flavour: x\n", "storage.flavour", 4, "expected one of: driver, path, postgres"},
 		{"unprintable key is quoted", base + "\"a\\nb\": 1\n", `"a\nb"`, 3, "unknown key"},
 		{"duplicate key", base + "dedupe:\n  ttl: 1h\n  ttl: 2h\n", "dedupe.ttl", 5, "duplicate key (first at line 4)"},
 		{"mapping expected", base + "server: [1]\n", "server", 3, "expected a mapping, got a list"},
@@ -517,7 +518,9 @@ func TestConfigRules(t *testing.T) {
 		{"token with a line break", "admin:\n  tokens:\n    - token: \"line-one\\nline-two\"\n", "admin.tokens[0].token", 3, "holds a control character"},
 
 		// storage and durations
-		{"postgres", base + "storage:\n  driver: postgres\n", "storage.driver", 4, "postgres is not supported yet"},
+		{"postgres without a dsn", base + "storage:\n  driver: postgres\n", "storage.postgres.dsn", 3, "dsn (a postgres:// URL"},
+		{"postgres dsn that does not parse", base + "storage:\n  driver: postgres\n  postgres:\n    dsn: \"postgres://u:hunter2@h:notaport/db\"\n", "storage.postgres.dsn", 6, "is not a PostgreSQL connection string"},
+		{"postgres max_conns 0", base + "storage:\n  driver: postgres\n  postgres:\n    dsn: postgres://h/db\n    max_conns: 0\n", "storage.postgres.max_conns", 7, "between 1 and 1000"},
 		{"unknown driver", base + "storage:\n  driver: sqlite\n", "storage.driver", 4, `unknown driver "sqlite"`},
 		{"empty driver", base + "storage:\n  driver: \"\"\n", "storage.driver", 4, "driver is required"},
 		{"empty path", base + "storage:\n  path: \"\"\n", "storage.path", 4, "path is required"},
@@ -797,7 +800,7 @@ func TestLargeMaxBodyWarnsAboutTheValueLog(t *testing.T) {
 	}{{DefaultMaxBody, false}, {2 << 20, true}} {
 		var logs syncBuffer
 		cfg := &Config{Server: ServerConfig{MaxBody: c.max}, Storage: StorageConfig{Driver: "badger", Path: t.TempDir()}}
-		s, err := openStore(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		s, err := openStore(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"hookgate/inbound"
 	"hookgate/outbound"
 	"hookgate/storage"
@@ -276,15 +278,28 @@ func (d *decoder) weakToken(a AdminConfig) {
 func (d *decoder) storage(s StorageConfig) {
 	switch s.Driver {
 	case "badger":
+		if s.Path == "" {
+			d.required("storage.path", "path")
+		}
 	case "postgres":
-		d.fail("storage.driver", "postgres is not supported yet; use badger")
+		d.postgres(s.Postgres)
 	case "":
 		d.required("storage.driver", "driver")
 	default:
-		d.fail("storage.driver", "unknown driver %q; want badger", s.Driver)
+		d.fail("storage.driver", "unknown driver %q; want badger or postgres", s.Driver)
 	}
-	if s.Path == "" {
-		d.required("storage.path", "path")
+}
+
+// postgres validates the database of driver postgres. No message quotes
+// the DSN: it holds a password.
+func (d *decoder) postgres(p PostgresConfig) {
+	if p.DSN == "" {
+		d.required("storage.postgres.dsn", "dsn (a postgres:// URL, usually ${HOOKGATE_POSTGRES_DSN})")
+	} else if _, err := pgconn.ParseConfig(p.DSN); err != nil {
+		d.fail("storage.postgres.dsn", "is not a PostgreSQL connection string (postgres://user:password@host:5432/db?sslmode=…)")
+	}
+	if p.MaxConns < 1 || p.MaxConns > MaxPostgresMaxConns {
+		d.fail("storage.postgres.max_conns", "must be between 1 and %d", MaxPostgresMaxConns)
 	}
 }
 
