@@ -51,6 +51,9 @@ func (b *background) start(ctx context.Context) {
 		defer b.wg.Done()
 		b.g.backlogs.run(ctx)
 	}()
+	if c, ok := b.g.cluster(); ok {
+		b.wg.Go(func() { b.g.watchCatalog(ctx, c) })
+	}
 }
 
 func (b *background) stop() {
@@ -100,6 +103,12 @@ func (b *background) retentionLoop(ctx context.Context) {
 }
 
 func (b *background) purge(ctx context.Context) {
+	// One gateway of a cluster sweeps at a time; the others skip this turn.
+	unlock, _, ok, err := b.g.tryLockCluster(ctx, lockRetention)
+	if err != nil || !ok {
+		return
+	}
+	defer unlock()
 	now := time.Now()
 	cutoff, liveCutoff := now.Add(-b.g.cfg.Retention.D()), now.Add(-b.g.longestRetryWindow())
 	for ctx.Err() == nil {

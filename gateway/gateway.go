@@ -25,6 +25,7 @@ import (
 	"hookgate/outbound"
 	"hookgate/storage"
 	"hookgate/storage/badger"
+	"hookgate/storage/postgres"
 )
 
 // DefaultGrace bounds shutdown: in-flight ingests and delivery attempts get
@@ -116,7 +117,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g.store = opts.Store
 	if g.store == nil {
-		s, err := openStore(cfg, opts.Logger)
+		s, err := openStore(ctx, cfg, opts.Logger)
 		if err != nil {
 			g.unbind()
 			return nil, err
@@ -157,8 +158,12 @@ func (g *Gateway) unbind() {
 }
 
 // openStore opens the configured storage engine.
-func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
+func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (storage.Store, error) {
 	switch cfg.Storage.Driver {
+	case "postgres":
+		ctx, cancel := context.WithTimeout(ctx, postgresOpenTimeout)
+		defer cancel()
+		return postgres.Open(ctx, cfg.Storage.Postgres.DSN, postgres.Options{MaxConns: cfg.Storage.Postgres.MaxConns, Logger: log})
 	case "", "badger":
 		if cfg.Server.MaxBody > badger.MaxInlineBody {
 			log.Warn("server.max_body is over 1.9MiB: events larger than about that are kept in Badger's value log, whose disk space is not reclaimed when they are purged",
@@ -168,6 +173,10 @@ func openStore(cfg *Config, log *slog.Logger) (storage.Store, error) {
 	}
 	return nil, fmt.Errorf("storage driver %q is not supported", cfg.Storage.Driver)
 }
+
+// postgresOpenTimeout bounds the start's wait for the database: a gateway
+// that cannot reach it refuses to start, saying why.
+const postgresOpenTimeout = 30 * time.Second
 
 // devAdminToken is the fallback token of the root config.yaml, for local
 // trials: a gateway refuses it on an admin listener that is not loopback.
@@ -217,21 +226,9 @@ func (g *Gateway) init(ctx context.Context) error {
 	if err := checkAdminExposure(g.cfg); err != nil {
 		return err
 	}
-	// Endpoint ids with live deliveries: those of deleted endpoints are
-	// cancelled, before config.yaml may create the id again or after
-	// (backlogs.go). Applying the config moves no delivery: one scan serves.
-	queued, err := g.store.QueuedEndpoints(ctx)
+	queued, err := g.applyConfigOnce(ctx)
 	if err != nil {
-		return fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
-	}
-	if err := refuseTakeovers(ctx, g.cfg, g.store); err != nil {
 		return err
-	}
-	if err := cancelReusedOrphans(ctx, g.store, g.cfg, g.log, queued); err != nil {
-		return err
-	}
-	if err := applyConfig(ctx, g.cfg, g.store, outbound.NewSecret, time.Now().UTC()); err != nil {
-		return fmt.Errorf("apply config: %w", err)
 	}
 	g.metrics = newMetrics(g.store)
 	g.reg = newRegistry(g.store, g.log)
@@ -287,6 +284,35 @@ func (g *Gateway) init(ctx context.Context) error {
 	return nil
 }
 
+// applyConfigOnce applies config.yaml, under the cluster's config lock on
+// a shared store: gateways starting at once take turns, and each finds
+// what the one before it wrote (a generated secret is generated once).
+// It returns the endpoint ids with live deliveries.
+func (g *Gateway) applyConfigOnce(ctx context.Context) ([]string, error) {
+	unlock, err := g.lockCluster(ctx, lockConfig)
+	if err != nil {
+		return nil, fmt.Errorf("wait for the config lock: %w", err)
+	}
+	defer unlock()
+	// Endpoint ids with live deliveries: those of deleted endpoints are
+	// cancelled, before config.yaml may create the id again or after
+	// (backlogs.go). Applying the config moves no delivery: one scan serves.
+	queued, err := g.store.QueuedEndpoints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("look for deliveries of deleted endpoints: %w", err)
+	}
+	if err := refuseTakeovers(ctx, g.cfg, g.store); err != nil {
+		return nil, err
+	}
+	if err := cancelReusedOrphans(ctx, g.store, g.cfg, g.log, queued); err != nil {
+		return nil, err
+	}
+	if err := applyConfig(ctx, g.cfg, g.store, outbound.NewSecret, time.Now().UTC()); err != nil {
+		return nil, fmt.Errorf("apply config: %w", err)
+	}
+	return queued, nil
+}
+
 // Start serves both listeners (bound by New) and starts the dispatcher
 // and the background jobs. It returns at once.
 func (g *Gateway) Start(ctx context.Context) error {
@@ -303,8 +329,17 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.warnBlockedTargets()
 	g.warnLongRetries()
 	g.log.Info("hookgate started", "version", g.opts.Version, "ingest", g.publicLn.Addr().String(),
-		"admin", g.adminLn.Addr().String(), "storage", g.cfg.Storage.Path)
+		"admin", g.adminLn.Addr().String(), "storage", g.storageName())
 	return nil
+}
+
+// storageName says where the data is, for the start's log line: never
+// the DSN, which holds a password.
+func (g *Gateway) storageName() string {
+	if g.cfg.Storage.Driver == "postgres" {
+		return "postgres"
+	}
+	return g.cfg.Storage.Path
 }
 
 // reloadRegistry refreshes the in-memory sources and endpoints (ingest's

@@ -65,6 +65,10 @@ type gwOptions struct {
 	extra     string
 	wrapStore func(storage.Store) storage.Store
 	grace     time.Duration // shutdown grace period (default 5s)
+	// postgres runs the gateway on Postgres whatever the test engine: a
+	// gateway that shares its dir (its schema) with another shares its
+	// data, as several gateways on one database do.
+	postgres bool
 	// config changes the parsed config, past its validation: values a
 	// config file may not have but a test needs (a retention of seconds).
 	config func(*Config)
@@ -91,7 +95,8 @@ func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
 	if o.ttl == "" {
 		o.ttl = "72h"
 	}
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra)), "test.yaml", nil)
+	yml := onEngine(t, fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra), o.dir, o.postgres)
+	cfg, err := ParseConfig([]byte(yml), "test.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +106,7 @@ func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
 	logs := &syncBuffer{}
 	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: cmp.Or(o.grace, 5*time.Second)}
 	if o.wrapStore != nil {
-		g0, err := openStore(cfg, opts.Logger)
+		g0, err := openStore(context.Background(), cfg, opts.Logger)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,11 @@ type replayRunner struct {
 	reg    *registry
 	notify func(endpoints ...string)
 	log    *slog.Logger
+	// lock takes a job's cluster lock: on a shared store a job runs on
+	// one gateway at a time, and rescan > 0 makes every gateway look for
+	// running jobs that no one runs (their gateway died) that often.
+	lock   func(ctx context.Context, name string) (unlock func(), lost <-chan struct{}, ok bool, err error)
+	rescan time.Duration
 
 	mu     sync.Mutex
 	state  runnerState
@@ -52,11 +57,20 @@ type replayRunner struct {
 }
 
 func newReplayRunner(g *Gateway) *replayRunner {
-	return &replayRunner{
+	r := &replayRunner{
 		store: g.store, reg: g.reg, log: g.log.With("component", "replay"), active: map[string]bool{},
 		notify: func(eps ...string) { g.disp.Notify(eps...) },
+		lock:   g.tryLockCluster,
 	}
+	if _, shared := g.cluster(); shared {
+		r.rescan = replayRescanEvery
+	}
+	return r
 }
+
+// replayRescanEvery is how often a gateway on a shared store looks for
+// bulk replays left running by a gateway that died.
+var replayRescanEvery = 5 * time.Second
 
 // Start resumes the jobs left running by an earlier process and accepts
 // new ones. It returns at once; Start after Start or Stop does nothing.
@@ -71,7 +85,20 @@ func (r *replayRunner) Start(ctx context.Context) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.resume(ctx)
+		r.resume(ctx, true)
+		if r.rescan <= 0 {
+			return
+		}
+		t := time.NewTicker(r.rescan)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.resume(ctx, false)
+			}
+		}
 	}()
 }
 
@@ -100,14 +127,45 @@ func (r *replayRunner) Submit(id string) {
 	ctx := r.ctx
 	go func() {
 		defer r.wg.Done()
-		r.run(ctx, id)
+		r.runLocked(ctx, id)
 		r.mu.Lock()
 		delete(r.active, id)
 		r.mu.Unlock()
 	}()
 }
 
-func (r *replayRunner) resume(ctx context.Context) {
+// runLocked runs a job while it holds the job's lock; a job another
+// gateway holds is left to it. A lost lock (this gateway's connection to
+// the store ended, so another may take the job over) stops the run: the
+// job's stored progress is that of its last write.
+func (r *replayRunner) runLocked(ctx context.Context, id string) {
+	unlock, lost, ok, err := r.lock(ctx, lockReplay+id)
+	if err != nil || !ok {
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("lock a replay to run it; trying again later", "replay", id, "err", err)
+		}
+		return
+	}
+	defer unlock()
+	if lost != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-lost:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	r.run(ctx, id)
+}
+
+// resume submits the jobs the store has running; first says it is the
+// start's look (a rescan finds mostly jobs other gateways run, and says
+// nothing of them).
+func (r *replayRunner) resume(ctx context.Context, first bool) {
 	jobs, err := r.store.ListReplays(ctx, storage.ReplayRunning)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -116,7 +174,9 @@ func (r *replayRunner) resume(ctx context.Context) {
 		return
 	}
 	for _, job := range jobs {
-		r.log.Info("resuming replay", "replay", job.ID, "enqueued", job.Enqueued)
+		if first {
+			r.log.Info("resuming replay", "replay", job.ID, "enqueued", job.Enqueued)
+		}
 		r.Submit(job.ID)
 	}
 }

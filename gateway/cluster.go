@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"hookgate/storage"
+)
+
+// Several gateways on one store (storage.Cluster, the Postgres engine)
+// share its data but not their memory. What each keeps in memory is
+// brought in line here:
+//   - the catalog (sources, endpoints): watchCatalog reloads it when any
+//     gateway changed it, within catalogPollEvery;
+//   - config.yaml is applied under a cluster lock, so that concurrent
+//     starts take turns and the later ones find the work done;
+//   - background work (retention, each bulk replay) runs under a lock of
+//     its own, so it runs once across the gateways, and a job whose
+//     gateway died is taken over when its lock is released.
+//
+// With an embedded store there is one gateway: the locks are no-ops.
+
+// catalogPollEvery is how often a gateway on a shared store checks the
+// catalog version: a change through any gateway is in force everywhere
+// within about this long (SPEC: 2 s).
+var catalogPollEvery = 500 * time.Millisecond
+
+// Names of the cluster locks.
+const (
+	lockConfig    = "config"
+	lockRetention = "retention"
+	lockReplay    = "replay/" // + the job id
+)
+
+// cluster returns the store's cluster side, if it is shared.
+func (g *Gateway) cluster() (storage.Cluster, bool) {
+	c, ok := g.store.(storage.Cluster)
+	return c, ok
+}
+
+// lockCluster waits for the named lock on a shared store; on an embedded
+// one it returns at once.
+func (g *Gateway) lockCluster(ctx context.Context, name string) (unlock func(), err error) {
+	c, ok := g.cluster()
+	if !ok {
+		return func() {}, nil
+	}
+	unlock, _, err = c.Lock(ctx, name)
+	return unlock, err
+}
+
+// tryLockCluster takes the named lock if it is free. lost is closed when
+// the lock is lost (nil, never closed, on an embedded store).
+func (g *Gateway) tryLockCluster(ctx context.Context, name string) (unlock func(), lost <-chan struct{}, ok bool, err error) {
+	c, shared := g.cluster()
+	if !shared {
+		return func() {}, nil, true, nil
+	}
+	return c.TryLock(ctx, name)
+}
+
+// watchCatalog reloads the registry whenever the catalog version changes,
+// until ctx ends. The version is read before the reload it may trigger,
+// so a change made while a reload runs is caught by the next tick. A
+// failed read is tried again at the next tick.
+func (g *Gateway) watchCatalog(ctx context.Context, c storage.Cluster) {
+	t := time.NewTicker(catalogPollEvery)
+	defer t.Stop()
+	// The first tick reloads whatever it reads: a change between the
+	// start's load of the catalog and this loop's first read would
+	// otherwise look like the version the gateway started with.
+	var seen int64
+	known := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		v, err := c.CatalogVersion(ctx)
+		if err != nil {
+			continue
+		}
+		if !known || v != seen {
+			g.reloadRegistry()
+		}
+		seen, known = v, true
+	}
+}
