@@ -44,7 +44,7 @@ func measureCeiling(ctx context.Context, o options) (Result, error) {
 	}
 	defer p.kill()
 	cpu0 := p.cpu()
-	lr := drive(ctx, loadSpec{url: "http://" + addr + "/ingest/bench", clients: o.clients, duration: o.duration, bodySize: o.bodySize, prefix: "bare"})
+	lr := drive(ctx, loadSpec{urls: []string{"http://" + addr + "/ingest/bench"}, clients: o.clients, duration: o.duration, bodySize: o.bodySize, prefix: "bare"})
 	r := summarize("ceiling (bare Fiber 202)", o, lr)
 	r.CPUPerReqUs = cpuPerRequest(cpu0, p.cpu(), lr.OK)
 	_, peak := p.rssKiB()
@@ -54,6 +54,6 @@ func measureCeiling(ctx context.Context, o options) (Result, error) {
 
 // ingestOnly drives an existing gateway's bench source.
 func ingestOnly(ctx context.Context, o options) (Result, error) {
-	lr := drive(ctx, loadSpec{url: o.target + "/ingest/bench", clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: o.retries, prefix: "target"})
+	lr := drive(ctx, loadSpec{urls: []string{o.target + "/ingest/bench"}, clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: o.retries, prefix: "target"})
 	return summarize("target", o, lr), nil
 }

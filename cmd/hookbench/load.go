@@ -28,7 +28,7 @@ type request struct {
 
 // loadSpec says how to drive a target.
 type loadSpec struct {
-	url      string // full ingest URL
+	urls     []string // full ingest URLs; client i posts to urls[i%len(urls)]
 	clients  int
 	duration time.Duration
 	// total, when > 0, stops after this many requests instead of duration.
@@ -111,7 +111,7 @@ func drive(ctx context.Context, s loadSpec) loadResult {
 					recent.add(r)
 				}
 				t0 := time.Now()
-				st, replayed, err := post(ctx, client, s.url, r)
+				st, replayed, err := post(ctx, client, s.urls[c%len(s.urls)], r)
 				d := time.Since(t0)
 				local.Requests++
 				if err != nil {

@@ -38,6 +38,9 @@ type options struct {
 	inFlight  int
 	rounds    int
 	timeline  time.Duration
+	storage   string // badger | postgres
+	dsn       string // postgres: a server where hookbench may create a schema
+	gateways  int    // gateways on one store (postgres), clients round-robin
 }
 
 func main() {
@@ -57,6 +60,9 @@ func main() {
 	flag.IntVar(&o.inFlight, "max-in-flight", 128, "max_in_flight of each bench endpoint")
 	flag.IntVar(&o.rounds, "rounds", 1, "repeat the ceiling and the scenarios this many times, alternating, and print the medians (a shared machine's speed drifts between runs)")
 	flag.DurationVar(&o.timeline, "timeline", 0, "also print each scenario's answers per interval of this length (count, p50, p99, max), to see when slow answers happen")
+	flag.StringVar(&o.storage, "storage", "badger", "badger | postgres (with -dsn)")
+	flag.StringVar(&o.dsn, "dsn", os.Getenv("HOOKBENCH_POSTGRES_DSN"), "with -storage postgres: a PostgreSQL server where hookbench creates (and drops) a schema for each run")
+	flag.IntVar(&o.gateways, "gateways", 1, "with -storage postgres: gateways on the one database, the clients spread over them round-robin")
 	serveBare := flag.String("serve-bare", "", "internal: serve a bare Fiber 202 handler on this address")
 	wrkRequests := flag.Int("wrk-requests", 0, "write this many signed ingest requests for wrk (see wrk.sh) and exit")
 	wrkFiles := flag.String("wrk-files", "req", "with -wrk-requests: file prefix, one file per wrk thread")

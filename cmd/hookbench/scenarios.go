@@ -77,11 +77,34 @@ func scenarioNames() []string {
 // bench is a gateway started for one scenario, with its receiver.
 type bench struct {
 	dir, listen, admin string
-	proc               *process
+	proc               *process // the first gateway: the one whose CPU and memory are reported
 	rcv                *receiver
+	// peers are the other gateways on the same database (-gateways), at
+	// their ingest addresses.
+	peers     []*process
+	peerAddrs []string
+	dropStore func() // drops the run's Postgres schema
 }
 
 func (b *bench) ingestURL() string { return "http://" + b.listen + "/ingest/bench" }
+
+// cpu is the CPU time every gateway has used so far.
+func (b *bench) cpu() time.Duration {
+	t := b.proc.cpu()
+	for _, p := range b.peers {
+		t += p.cpu()
+	}
+	return t
+}
+
+// ingestURLs are every gateway's ingest URLs: the clients take them in turn.
+func (b *bench) ingestURLs() []string {
+	urls := []string{b.ingestURL()}
+	for _, a := range b.peerAddrs {
+		urls = append(urls, "http://"+a+"/ingest/bench")
+	}
+	return urls
+}
 
 // startBench starts a receiver and a gateway whose endpoints are the
 // given URL paths on that receiver ("!down" = a closed port).
@@ -123,11 +146,21 @@ func (b *bench) start(ctx context.Context, o options, bin string, paths []string
 		}
 		fmt.Fprintf(&eps, "  - {id: ep%d, tenant: bench, url: %q, max_in_flight: %d}\n", i, url, o.inFlight)
 	}
-	cfg := fmt.Sprintf(`server: {listen: %q, max_body: 1MiB}
+	store := fmt.Sprintf("{path: %q}", filepath.Join(b.dir, "data"))
+	if o.storage == "postgres" {
+		dsn, drop, err := benchSchema(ctx, o.dsn)
+		if err != nil {
+			return err
+		}
+		b.dropStore = drop
+		store = fmt.Sprintf("{driver: postgres, postgres: {dsn: %q, max_conns: 32}}", dsn)
+	}
+	cfgFor := func(listen, admin string) string {
+		return fmt.Sprintf(`server: {listen: %q, max_body: 1MiB}
 admin:
   listen: %q
   tokens: [{token: hookbench-admin-token}]
-storage: {path: %q}
+storage: %s
 delivery:
   allow_private_targets: true
   timeout: 10s
@@ -137,22 +170,53 @@ sources:
     tenant: bench
     verify: {scheme: standard-webhooks, secrets: [%q]}
 endpoints:
-%s`, b.listen, b.admin, filepath.Join(b.dir, "data"), benchSecret, eps.String())
-	path := filepath.Join(b.dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return err
+%s`, listen, admin, store, benchSecret, eps.String())
 	}
-	p, err := startProcess(ctx, bin, []string{"serve", "-config", path}, "http://"+b.admin+"/healthz", filepath.Join(b.dir, "gateway.log"))
+	p, err := b.startGateway(ctx, bin, "gateway", cfgFor(b.listen, b.admin))
 	if err != nil {
 		return err
 	}
 	b.proc = p
+	for i := 1; i < max(o.gateways, 1) && o.storage == "postgres"; i++ {
+		listen, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		admin, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		p, err := b.startGateway(ctx, bin, fmt.Sprintf("gateway%d", i), cfgFor(listen, admin))
+		if err != nil {
+			return err
+		}
+		b.peers, b.peerAddrs = append(b.peers, p), append(b.peerAddrs, listen)
+	}
 	return nil
+}
+
+// startGateway writes a config named name and starts a gateway on it.
+func (b *bench) startGateway(ctx context.Context, bin, name, cfg string) (*process, error) {
+	path := filepath.Join(b.dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	var admin string
+	if _, err := fmt.Sscanf(cfg[strings.Index(cfg, "admin:"):], "admin:\n  listen: %q", &admin); err != nil {
+		return nil, fmt.Errorf("config of %s: %w", name, err)
+	}
+	return startProcess(ctx, bin, []string{"serve", "-config", path}, "http://"+admin+"/healthz", filepath.Join(b.dir, name+".log"))
 }
 
 func (b *bench) close(o options) {
 	if b.proc != nil {
 		_ = b.proc.stop()
+	}
+	for _, p := range b.peers {
+		_ = p.stop()
+	}
+	if b.dropStore != nil {
+		b.dropStore()
 	}
 	b.rcv.close()
 	if !o.keep {
@@ -224,11 +288,11 @@ func deliveryScenario(ctx context.Context, o options, bin, name string, paths []
 		return Result{}, err
 	}
 	defer b.close(o)
-	cpu0 := b.proc.cpu()
+	cpu0 := b.cpu()
 	sync0, serr0 := readSyncs(ctx, b.admin)
 	t0 := time.Now()
-	lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: retries, prefix: name})
-	cpu1 := b.proc.cpu()
+	lr := b.runLoad(ctx, loadSpec{urls: b.ingestURLs(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, retries: retries, prefix: name})
+	cpu1 := b.cpu()
 	sync1, serr1 := readSyncs(ctx, b.admin)
 	took := time.Since(t0)
 	fresh := lr.OK - lr.Replayed
@@ -239,7 +303,9 @@ func deliveryScenario(ctx context.Context, o options, bin, name string, paths []
 	r := summarize(name, o, lr)
 	r.CPUPerReqUs = cpuPerRequest(cpu0, cpu1, lr.OK)
 	if err := errors.Join(serr0, serr1); err != nil {
-		progress("  warning: no store sync figures: %v", err)
+		if o.storage != "postgres" { // Postgres syncs its WAL itself: no such figures
+			progress("  warning: no store sync figures: %v", err)
+		}
 	} else {
 		fillSyncs(&r, sync0, sync1, took)
 	}
@@ -255,7 +321,7 @@ func duplicates(ctx context.Context, o options, bin string) (Result, error) {
 		return Result{}, err
 	}
 	defer b.close(o)
-	lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, fixedIDs: 100, prefix: "dup"})
+	lr := b.runLoad(ctx, loadSpec{urls: b.ingestURLs(), clients: o.clients, duration: o.duration, bodySize: o.bodySize, fixedIDs: 100, prefix: "dup"})
 	b.waitDelivered(ctx, 100, 30*time.Second)
 	r := summarize("duplicates", o, lr)
 	fillDeliveries(&r, b, lr)
@@ -281,7 +347,7 @@ func backlog(ctx context.Context, o options, bin string) (Result, error) {
 	var rates []float64
 	var total loadResult
 	for i := 0; i < 10 && ctx.Err() == nil; i++ {
-		lr := b.runLoad(ctx, loadSpec{url: b.ingestURL(), clients: o.clients, total: tenth, bodySize: o.bodySize, prefix: fmt.Sprintf("backlog%d", i)})
+		lr := b.runLoad(ctx, loadSpec{urls: b.ingestURLs(), clients: o.clients, total: tenth, bodySize: o.bodySize, prefix: fmt.Sprintf("backlog%d", i)})
 		rate := float64(lr.OK) / lr.Elapsed.Seconds()
 		rss, _ := b.proc.rssKiB()
 		anon := b.proc.anonKiB()
