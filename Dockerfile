@@ -18,6 +18,8 @@ ENV HOOKGATE_DATA=/var/lib/hookgate/data
 # The admin listener stays on loopback unless you publish it on purpose:
 #   docker run -e HOOKGATE_ADMIN_TOKEN=... -e HOOKGATE_ADMIN_LISTEN=:8081 -p 8081:8081 ...
 # (never without HOOKGATE_ADMIN_TOKEN: the config's fallback token is for local trials).
+# Several gateways on one PostgreSQL database: the DSN comes from the environment,
+#   docker run -e HOOKGATE_STORAGE=postgres -e HOOKGATE_POSTGRES_DSN=postgres://user:pass@db:5432/hookgate ...
 EXPOSE 8080
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hookgate"]
