@@ -1,9 +1,7 @@
 package badger
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"time"
 
@@ -12,10 +10,10 @@ import (
 	"hookgate/storage"
 )
 
-// Page sizes for list calls.
+// Page sizes for list calls (storage's).
 const (
-	DefaultLimit = 50
-	MaxLimit     = 1000
+	DefaultLimit = storage.DefaultPageLimit
+	MaxLimit     = storage.MaxPageLimit
 )
 
 // GetEvent reads one event.
@@ -158,8 +156,8 @@ var listScanBudget = 10_000
 // against storage.PageBytes: the page ends before the one that would
 // pass it.
 func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T, bool, error), idOf func(*T) string, weigh func(*T) int) ([]T, string, error) {
-	limit := pageLimit(q.limit)
-	after, err := decodeCursor(q.cursor, q.idPrefix)
+	limit := storage.PageLimit(q.limit)
+	after, err := storage.DecodeCursor(q.cursor, q.idPrefix)
 	if err != nil {
 		return nil, "", err
 	}
@@ -199,9 +197,9 @@ func listPage[T any](db *DB, q pageQuery, load func(txn *bdg.Txn, id string) (T,
 	next := ""
 	switch {
 	case stoppedAt != "":
-		next = encodeCursor(stoppedAt)
+		next = storage.EncodeCursor(stoppedAt)
 	case more:
-		next = encodeCursor(idOf(&out[len(out)-1]))
+		next = storage.EncodeCursor(idOf(&out[len(out)-1]))
 	}
 	return out, next, nil
 }
@@ -255,34 +253,4 @@ func scanIDsNewestFirst(txn *bdg.Txn, prefixes [][]byte, after, idPrefix string,
 			return err
 		}
 	}
-}
-
-func pageLimit(n int) int {
-	switch {
-	case n <= 0:
-		return DefaultLimit
-	case n > MaxLimit:
-		return MaxLimit
-	}
-	return n
-}
-
-// Cursors are opaque to clients: the base64url of the ID a page ended at.
-// A page cut short by the scan budget ends at the last record it looked
-// at, which need not match the filter; a tenant's listing only ever looks
-// at that tenant's records, so a cursor never names another tenant's.
-func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
-
-func decodeCursor(c, idPrefix string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !bytes.HasPrefix(b, []byte(idPrefix)) {
-		return "", storage.ErrBadCursor
-	}
-	if _, ok := storage.IDTime(idPrefix, string(b)); !ok {
-		return "", storage.ErrBadCursor
-	}
-	return string(b), nil
 }

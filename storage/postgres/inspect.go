@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,12 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"hookgate/storage"
-)
-
-// Page sizes for list calls, as the embedded engine's.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 1000
 )
 
 // listScanBudget bounds the rows one page of ListEvents looks at when its
@@ -133,8 +126,8 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 	if err := db.check(); err != nil {
 		return nil, "", err
 	}
-	limit := pageLimit(f.Limit)
-	after, err := decodeCursor(f.Cursor, "evt_")
+	limit := storage.PageLimit(f.Limit)
+	after, err := storage.DecodeCursor(f.Cursor, "evt_")
 	if err != nil {
 		return nil, "", err
 	}
@@ -209,9 +202,9 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 	next := ""
 	switch {
 	case stoppedAt != "":
-		next = encodeCursor(stoppedAt)
+		next = storage.EncodeCursor(stoppedAt)
 	case more && len(ids) > 0:
-		next = encodeCursor(ids[len(ids)-1])
+		next = storage.EncodeCursor(ids[len(ids)-1])
 	}
 	return evs, next, nil
 }
@@ -222,8 +215,8 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	if err := db.check(); err != nil {
 		return nil, "", err
 	}
-	limit := pageLimit(f.Limit)
-	after, err := decodeCursor(f.Cursor, "dlv_")
+	limit := storage.PageLimit(f.Limit)
+	after, err := storage.DecodeCursor(f.Cursor, "dlv_")
 	if err != nil {
 		return nil, "", err
 	}
@@ -260,36 +253,7 @@ func (db *DB) ListDeliveries(ctx context.Context, f storage.DeliveryFilter) ([]s
 	next := ""
 	if len(ds) > limit {
 		ds = ds[:limit]
-		next = encodeCursor(ds[limit-1].ID)
+		next = storage.EncodeCursor(ds[limit-1].ID)
 	}
 	return ds, next, nil
-}
-
-func pageLimit(n int) int {
-	switch {
-	case n <= 0:
-		return DefaultLimit
-	case n > MaxLimit:
-		return MaxLimit
-	}
-	return n
-}
-
-// Cursors are opaque to clients: the base64url of the id a page ended at,
-// as the embedded engine makes them, so a position is a position whatever
-// was purged since.
-func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
-
-func decodeCursor(c, idPrefix string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !strings.HasPrefix(string(b), idPrefix) {
-		return "", storage.ErrBadCursor
-	}
-	if _, ok := storage.IDTime(idPrefix, string(b)); !ok {
-		return "", storage.ErrBadCursor
-	}
-	return string(b), nil
 }
