@@ -259,7 +259,12 @@ func (g *Gateway) init(ctx context.Context) error {
 	g.disp = d
 	// New deliveries go straight to a free slot of their endpoint (written
 	// claimed, sent with the event in hand); the rest wait in the outbox.
-	g.acc.Reserve, g.acc.Unreserve = d.Reserve, d.Unreserve
+	// Not on a shared store: there a slot of this gateway's is not a slot
+	// of the endpoint's, whose max_in_flight the store's Claim holds
+	// across every gateway; the dispatcher is woken instead.
+	if _, shared := g.cluster(); !shared {
+		g.acc.Reserve, g.acc.Unreserve = d.Reserve, d.Unreserve
+	}
 	g.bg = newBackground(g)
 	g.public = fiber.New(fiber.Config{
 		AppName:               "hookgate",

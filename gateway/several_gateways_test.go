@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -140,4 +141,47 @@ func TestClusterConcurrentStartsApplyConfigOnce(t *testing.T) {
 		}
 		secret = s
 	}
+}
+
+// An endpoint's max_in_flight holds across the gateways together: two
+// gateways delivering to one slow endpoint never have more attempts in
+// flight at once than it allows.
+func TestClusterMaxInFlightIsShared(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	inFlight, peak, served := 0, 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		select {
+		case <-time.After(150 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		inFlight--
+		served++
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: slow, tenant: acme, url: %q, max_in_flight: 2}\n", srv.URL+"/hook"))
+	const n = 16
+	for i := range n {
+		st, _, b := gws[i%2].post("open", fmt.Appendf(nil, `{"id":"mif-%d","type":"t"}`, i), nil)
+		if st != http.StatusAccepted {
+			t.Fatalf("ingest %d: %d %s", i, st, b)
+		}
+	}
+	waitFor(t, 30*time.Second, "every delivery", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return served >= n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > 2 {
+		t.Fatalf("%d attempts were in flight at once to an endpoint with max_in_flight 2, over two gateways", peak)
+	}
+	t.Logf("peak in flight: %d", peak)
 }

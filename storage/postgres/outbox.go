@@ -39,27 +39,35 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := db.pool.Query(ctx, claimSQL, endpoint, nanos(now), limit, nanos(now.Add(lease)))
-	if err != nil {
-		return nil, db.fail("claim", err)
-	}
-	defer rows.Close()
 	type claimed struct {
 		due int64
 		job storage.Job
 	}
 	var out []claimed
-	for rows.Next() {
-		var c claimed
-		var d deliveryDest
-		var e eventDest
-		if err := rows.Scan(append(append([]any{&c.due}, d.targets()...), e.targets()...)...); err != nil {
-			return nil, db.fail("claim", err)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		n, err := inFlightRoom(ctx, tx, endpoint, now, limit)
+		if err != nil || n == 0 {
+			return err
 		}
-		c.job = storage.Job{Delivery: d.delivery(), Event: e.event()}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		rows, err := tx.Query(ctx, claimSQL, endpoint, nanos(now), n, nanos(now.Add(lease)))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c claimed
+			var d deliveryDest
+			var e eventDest
+			if err := rows.Scan(append(append([]any{&c.due}, d.targets()...), e.targets()...)...); err != nil {
+				return err
+			}
+			c.job = storage.Job{Delivery: d.delivery(), Event: e.event()}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, db.fail("claim", err)
 	}
 	slices.SortFunc(out, func(a, b claimed) int {
@@ -73,6 +81,33 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 		jobs[i] = out[i].job
 	}
 	return jobs, nil
+}
+
+// inFlightRoom is how many of limit deliveries an endpoint may have
+// claimed now, across every gateway: its max_in_flight less the claims
+// whose lease is still live. The endpoint's transaction lock makes the
+// count and the claim one step: two gateways claiming for one endpoint
+// take turns, so their claims together never pass max_in_flight. An
+// endpoint without a stored max_in_flight (deleted, or a test's) is not
+// capped, nor is one whose max_in_flight is not positive.
+func inFlightRoom(ctx context.Context, tx pgx.Tx, endpoint string, now time.Time, limit int) (int, error) {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/claim/' || $1, 0))`, endpoint)
+	if err != nil {
+		return 0, err
+	}
+	var cap, live *int
+	err = tx.QueryRow(ctx, `SELECT (convert_from(e.doc, 'UTF8')::jsonb ->> 'max_in_flight')::int,
+			(SELECT count(*) FROM deliveries WHERE endpoint = $1 AND state = 'delivering' AND lease_until > $2)::int
+		FROM endpoints e WHERE e.id = $1`, endpoint, nanos(now)).Scan(&cap, &live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return limit, nil
+	case err != nil:
+		return 0, err
+	case cap == nil || *cap <= 0:
+		return limit, nil
+	}
+	return max(min(limit, *cap-*live), 0), nil
 }
 
 func cmpInt(a, b int64) int {
