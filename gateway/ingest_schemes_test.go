@@ -190,7 +190,7 @@ func countEvents(t *testing.T, g *gw) int {
 
 // Stripe: several v1 values where only one matches (an endpoint secret
 // roll), v0 ignored, a rotated (second) secret, and the refusals.
-func TestReviewIngestStripeSignatures(t *testing.T) {
+func TestIngestStripeSignatures(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	now := time.Now().Unix()
 	body := []byte(`{"id":"evt_zz_s1","object":"event","type":"invoice.paid"}`)
@@ -232,7 +232,7 @@ func TestReviewIngestStripeSignatures(t *testing.T) {
 
 // GitHub: X-Hub-Signature-256 over the raw body; the default event ID is
 // the hook ID and delivery GUID joined with "/", the type X-GitHub-Event.
-func TestReviewIngestGitHubSignatureAndDefaults(t *testing.T) {
+func TestIngestGitHubSignatureAndDefaults(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := []byte("{\n  \"action\": \"opened\",\n  \"number\": 7\n}\n")
 	hdr := hdrs("X-Hub-Signature-256", gitHubSig(secretGitHub, body), "X-GitHub-Event", "pull_request",
@@ -277,7 +277,7 @@ func TestReviewIngestGitHubSignatureAndDefaults(t *testing.T) {
 
 // Shopify: base64 HMAC-SHA256 of the body; defaults X-Shopify-Webhook-Id
 // and X-Shopify-Topic.
-func TestReviewIngestShopify(t *testing.T) {
+func TestIngestShopify(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := []byte(`{"id":820982911946154508,"email":"jon@doe.ca"}`)
 	a := mustAccept(t, "shopify valid")(postIngest(g, "zshop", body, hdrs("X-Shopify-Hmac-Sha256", shopifySig(secretShopify, body),
@@ -297,7 +297,7 @@ func TestReviewIngestShopify(t *testing.T) {
 
 // Slack: v0= hex HMAC of "v0:{ts}:{body}"; defaults json:/event_id and
 // json:/event/type.
-func TestReviewIngestSlack(t *testing.T) {
+func TestIngestSlack(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	now := time.Now().Unix()
 	body := []byte(`{"token":"x","team_id":"T1","event":{"type":"app_mention","text":"hi"},"type":"event_callback","event_id":"Ev08MFMKH6","event_time":1}`)
@@ -331,7 +331,7 @@ func TestReviewIngestSlack(t *testing.T) {
 // Standard Webhooks: several signatures where only the last is valid, v1a
 // and unknown versions skipped, the svix-* names, and a rotated second
 // secret.
-func TestReviewIngestStandardWebhooks(t *testing.T) {
+func TestIngestStandardWebhooks(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	now := time.Now().Unix()
 	body := []byte(`{"type":"user.created","data":{"id":1}}`)
@@ -362,7 +362,7 @@ func TestReviewIngestStandardWebhooks(t *testing.T) {
 
 // The hmac scheme's options: header (any case in config and on the wire),
 // algorithm, encoding and prefix.
-func TestReviewIngestHMACSchemeOptions(t *testing.T) {
+func TestIngestHMACSchemeOptions(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := []byte(`{"id":"h-1","type":"t"}`)
 	sig512 := "sha512=" + base64.StdEncoding.EncodeToString(macOf(sha512.New, []byte(secretHMAC512), body))
@@ -388,7 +388,7 @@ func TestReviewIngestHMACSchemeOptions(t *testing.T) {
 // Event-ID and type expressions: RFC 6901 escapes, query:, composites
 // joined with "/", header: types, array indexes, numbers, and the
 // fallbacks (Idempotency-Key, then the body's SHA-256).
-func TestReviewIngestExpressions(t *testing.T) {
+func TestIngestExpressions(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	// json:/a~1b/c~0d is member "a/b", then member "c~d".
 	body := []byte(`{"a/b":{"c~d":"inner","c":"wrong","cd":"wrong"},"a":{"b":{"c~d":"wrong"}}}`)
@@ -430,7 +430,7 @@ func TestReviewIngestExpressions(t *testing.T) {
 // Dedupe: a provider retry signed anew (Stripe's next attempt has a new
 // t=) is the same event: same status, byte-identical body, Replayed; a
 // different body under the same ID is 422; dedupe ignores the query.
-func TestReviewIngestDedupeAcrossResignedRetries(t *testing.T) {
+func TestIngestDedupeAcrossResignedRetries(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	now := time.Now().Unix()
 	body := []byte(`{"id":"evt_zz_d1","type":"charge.succeeded"}`)
@@ -456,7 +456,7 @@ func TestReviewIngestDedupeAcrossResignedRetries(t *testing.T) {
 
 // What is stored: the raw body byte for byte with its Content-Type, the
 // provider's headers, never its credentials.
-func TestReviewIngestStoredEvent(t *testing.T) {
+func TestIngestStoredEvent(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := []byte("{ \"id\" : \"evt_zz_st\",\t\"type\":\"x\", \"note\":\"caf\u00e9 \\u00e9 \\/\" }\r\n")
 	now := time.Now().Unix()
@@ -490,7 +490,7 @@ func TestReviewIngestStoredEvent(t *testing.T) {
 // A source made through the admin API verifies at once, and a PATCH of
 // its secrets (a rotation: new first, old kept, then old dropped) takes
 // effect on the next request.
-func TestReviewIngestAdminSourceRotation(t *testing.T) {
+func TestIngestAdminSourceRotation(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "zapi",
 		"verify":   jsonMap{"scheme": "hmac", "secrets": []string{"old-zz-secret"}, "header": "X-Zz-Mac", "encoding": "base64", "prefix": "v1="},
@@ -518,7 +518,7 @@ func TestReviewIngestAdminSourceRotation(t *testing.T) {
 // expressions; an event ID with JSON-special characters comes back in a
 // valid JSON answer; an unknown source and a wrong method are
 // problem+json.
-func TestReviewIngestHeaderCaseAndAnswers(t *testing.T) {
+func TestIngestHeaderCaseAndAnswers(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	now := time.Now().Unix()
 	body := `{"type":"user.updated"}`
@@ -557,7 +557,7 @@ func TestReviewIngestHeaderCaseAndAnswers(t *testing.T) {
 
 // A request without a Content-Type is stored without one (and is not
 // given one the provider never sent).
-func TestReviewIngestNoContentType(t *testing.T) {
+func TestIngestNoContentType(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := "id=form-1&x=y"
 	raw := "POST /ingest/open HTTP/1.1\r\nHost: gw\r\nContent-Length: " + fmt.Sprint(len(body)) + "\r\nConnection: close\r\n\r\n" + body
@@ -575,7 +575,7 @@ func TestReviewIngestNoContentType(t *testing.T) {
 // More RFC 6901: "~01" is the member "~1" (not "/"), "/" alone is the
 // member "" (the empty name), and the last of duplicate members wins, as
 // encoding/json decides.
-func TestReviewIngestPointerCorners(t *testing.T) {
+func TestIngestPointerCorners(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	// json:/~01/ is member "~1" then member ""; the second part,
 	// json:/, is member "" of the root.
@@ -588,7 +588,7 @@ func TestReviewIngestPointerCorners(t *testing.T) {
 
 // Concurrent retries of one Standard Webhooks message, each signed anew
 // (its own webhook-timestamp), are one event and all get the first answer.
-func TestReviewIngestConcurrentResignedRetries(t *testing.T) {
+func TestIngestConcurrentResignedRetries(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := []byte(`{"type":"order.paid","n":1}`)
 	now := time.Now().Unix()
@@ -628,7 +628,7 @@ func TestReviewIngestConcurrentResignedRetries(t *testing.T) {
 
 // A signed body sent chunked (a client that streams it) is verified,
 // identified and stored as the de-chunked bytes.
-func TestReviewIngestChunkedSignedBody(t *testing.T) {
+func TestIngestChunkedSignedBody(t *testing.T) {
 	g := startIngestReviewGateway(t)
 	body := []byte(`{"id":"evt_zz_chunked","type":"invoice.created","pad":"` + strings.Repeat("p", 1500) + `"}`)
 	now := time.Now().Unix()
