@@ -85,6 +85,46 @@ const MaxAttemptTimeout = time.Hour
 // Open's release of stale claims).
 const MaxLease = MaxAttemptTimeout + time.Minute
 
+// Gates is implemented by a store that several gateways share. It keeps
+// an endpoint's rate_limit tokens, circuit breaker and Retry-After pause
+// itself and applies them in the claim, so that they hold across all the
+// gateways together: one gateway's open circuit or receiver's pause is
+// every gateway's, and the endpoint's rate is the cluster's. A dispatcher
+// on such a store keeps none of them in memory. (The embedded engine is
+// one process's: its dispatcher keeps them itself.)
+type Gates interface {
+	// ClaimGated claims as Claim does, at most what the endpoint's gates
+	// let through at now: its rate tokens, its circuit (none while open,
+	// one probe when the cool-down is over) and its receiver's pause (none
+	// while it lasts, if asked by the endpoint's current URL). With no
+	// jobs, the GateWait says until when the gates hold; outcomes of the
+	// jobs count for the circuit through Outcome.Circuit.
+	ClaimGated(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration, policy CircuitPolicy) ([]Job, GateWait, error)
+	// ResumeEndpoint closes an endpoint's circuit and ends its receiver's
+	// pause: an operator says the receiver is back.
+	ResumeEndpoint(ctx context.Context, endpoint string) error
+}
+
+// CircuitPolicy is how an endpoint's circuit breaker opens and cools down.
+type CircuitPolicy struct {
+	// Failures is how many consecutive failed attempts open it.
+	Failures int
+	// Cooldown is the first pause; each failed probe doubles it, up to
+	// MaxCooldown.
+	Cooldown, MaxCooldown time.Duration
+}
+
+// GateWait is why a gated claim took nothing, and until when.
+type GateWait struct {
+	// Until is when the gates may let a delivery through; zero when they
+	// did not hold (nothing was due).
+	Until time.Time
+	// Paused is true when the circuit is open or the receiver asked for a
+	// pause, rather than a rate or max_in_flight limit: due deliveries
+	// may pass their max_elapsed meanwhile.
+	Paused bool
+}
+
 // Outbox is the persistent delivery queue.
 type Outbox interface {
 	// Claim leases up to limit deliveries of one endpoint that are due at
@@ -395,6 +435,10 @@ type Outcome struct {
 	// The dispatcher sets it only when a hold may be stored, so that a
 	// success costs the store no lookup.
 	EndHold bool
+	// Circuit says the attempt was sent to the endpoint as it is now: its
+	// result counts for the endpoint's circuit breaker in a store that
+	// keeps it (Gates). A success closes it; a failure counts.
+	Circuit bool
 }
 
 // Secret is one endpoint signing secret; an old one keeps signing until

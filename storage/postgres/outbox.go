@@ -30,45 +30,77 @@ FROM c, events e
 WHERE d.id = c.id AND e.id = d.event
 RETURNING c.due, ` + deliveryCols + `, ` + eventCols
 
-// Claim leases up to limit due deliveries of one endpoint, oldest due first.
+// Claim leases up to limit due deliveries of one endpoint, oldest due
+// first, within the endpoint's max_in_flight across every gateway.
 func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration) ([]storage.Job, error) {
+	jobs, _, err := db.claim(ctx, endpoint, now, limit, lease, nil)
+	return jobs, err
+}
+
+// claim is Claim, and ClaimGated when policy is not nil: under the
+// endpoint's transaction lock it reads the endpoint's limits and gates,
+// decides how many it may take, takes them, and writes what the claim
+// used of the gates, in one transaction.
+func (db *DB) claim(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration, policy *storage.CircuitPolicy) ([]storage.Job, storage.GateWait, error) {
 	if err := db.check(); err != nil {
-		return nil, err
+		return nil, storage.GateWait{}, err
 	}
 	limit = min(limit, storage.MaxClaim)
 	if limit <= 0 {
-		return nil, nil
+		return nil, storage.GateWait{}, nil
 	}
 	type claimed struct {
 		due int64
 		job storage.Job
 	}
 	var out []claimed
+	var wait storage.GateWait
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		out = out[:0]
-		n, err := inFlightRoom(ctx, tx, endpoint, now, limit)
-		if err != nil || n == 0 {
-			return err
-		}
-		rows, err := tx.Query(ctx, claimSQL, endpoint, nanos(now), n, nanos(now.Add(lease)))
+		out, wait = out[:0], storage.GateWait{}
+		g, err := readGates(ctx, tx, endpoint, now)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		n, probe := limit, false
+		if policy != nil {
+			n, probe, wait = g.allow(now, limit)
+		} else {
+			n = g.inFlightRoom(limit)
+		}
+		if n == 0 {
+			return nil
+		}
+		leaseEnd := nanos(now.Add(lease))
+		rows, err := tx.Query(ctx, claimSQL, endpoint, nanos(now), n, leaseEnd)
+		if err != nil {
+			return err
+		}
 		for rows.Next() {
 			var c claimed
 			var d deliveryDest
 			var e eventDest
 			if err := rows.Scan(append(append([]any{&c.due}, d.targets()...), e.targets()...)...); err != nil {
+				rows.Close()
 				return err
 			}
 			c.job = storage.Job{Delivery: d.delivery(), Event: e.event()}
 			out = append(out, c)
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if policy == nil {
+			return nil
+		}
+		probeID := ""
+		if probe && len(out) > 0 {
+			probeID = out[0].job.Delivery.ID
+		}
+		return g.write(ctx, tx, endpoint, now, len(out), probeID, leaseEnd, policy)
 	})
 	if err != nil {
-		return nil, db.fail("claim", err)
+		return nil, storage.GateWait{}, db.fail("claim", err)
 	}
 	slices.SortFunc(out, func(a, b claimed) int {
 		if a.due != b.due {
@@ -80,34 +112,7 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 	for i := range out {
 		jobs[i] = out[i].job
 	}
-	return jobs, nil
-}
-
-// inFlightRoom is how many of limit deliveries an endpoint may have
-// claimed now, across every gateway: its max_in_flight less the claims
-// whose lease is still live. The endpoint's transaction lock makes the
-// count and the claim one step: two gateways claiming for one endpoint
-// take turns, so their claims together never pass max_in_flight. An
-// endpoint without a stored max_in_flight (deleted, or a test's) is not
-// capped, nor is one whose max_in_flight is not positive.
-func inFlightRoom(ctx context.Context, tx pgx.Tx, endpoint string, now time.Time, limit int) (int, error) {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/claim/' || $1, 0))`, endpoint)
-	if err != nil {
-		return 0, err
-	}
-	var cap, live *int
-	err = tx.QueryRow(ctx, `SELECT (convert_from(e.doc, 'UTF8')::jsonb ->> 'max_in_flight')::int,
-			(SELECT count(*) FROM deliveries WHERE endpoint = $1 AND state = 'delivering' AND lease_until > $2)::int
-		FROM endpoints e WHERE e.id = $1`, endpoint, nanos(now)).Scan(&cap, &live)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return limit, nil
-	case err != nil:
-		return 0, err
-	case cap == nil || *cap <= 0:
-		return limit, nil
-	}
-	return max(min(limit, *cap-*live), 0), nil
+	return jobs, wait, nil
 }
 
 func cmpInt(a, b int64) int {
@@ -194,6 +199,11 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 )`)
 		args = append(args, nanos(out.Hold), out.HoldURL)
 	}
+	if out.Circuit {
+		ok, end := len(args)+1, len(args)+2
+		sql.WriteString(strings.NewReplacer("$ok", fmt.Sprintf("$%d::bool", ok), "$end", fmt.Sprintf("$%d::bigint", end)).Replace(circuitSQL))
+		args = append(args, out.State == storage.StateSucceeded, nanos(out.Attempt.At.Add(out.Attempt.Latency)))
+	}
 	sql.WriteString(` SELECT count(*) FROM d`)
 	var n int
 	if err := db.pool.QueryRow(ctx, sql.String(), args...).Scan(&n); err != nil {
@@ -229,10 +239,14 @@ func (db *DB) Release(ctx context.Context, ids []string, lease, due time.Time) e
 	if err := db.check(); err != nil {
 		return err
 	}
-	_, err := db.pool.Exec(ctx, `UPDATE deliveries
+	// A released probe is no probe: the half-open circuit lets another go.
+	_, err := db.pool.Exec(ctx, `WITH r AS (
+		UPDATE deliveries
 		SET state = 'pending', lease_until = NULL,
 			next_attempt_at = coalesce($3, next_attempt_at), due = coalesce($3, next_attempt_at)
-		WHERE id = ANY($1) AND state = 'delivering' AND lease_until = $2`,
+		WHERE id = ANY($1) AND state = 'delivering' AND lease_until = $2
+		RETURNING id
+	) UPDATE endpoint_gates SET probe = NULL, probe_until = NULL WHERE probe IN (SELECT id FROM r)`,
 		ids, nanos(lease), nanosOrNull(due))
 	return db.fail("release", err)
 }

@@ -93,6 +93,11 @@ func Run(t *testing.T, o Opener) {
 		"FarFutureDedupeWindow":             testFarFutureDedupeWindow,
 		"LeaseTakenOverByAPeer":             testLeaseTakenOverByAPeer,
 		"OutsideBytesKeptExactly":           testOutsideBytesKeptExactly,
+		"GatedRateIsShared":                 testGatedRateIsShared,
+		"GatedCircuitIsShared":              testGatedCircuitIsShared,
+		"GatedReleasedProbe":                testGatedReleasedProbe,
+		"GatedHoldIsShared":                 testGatedHoldIsShared,
+		"GatedEndpointChangeResets":         testGatedEndpointChangeResets,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
