@@ -14,6 +14,8 @@ import (
 //     gateway changed it, within catalogPollEvery;
 //   - config.yaml is applied under a cluster lock, so that concurrent
 //     starts take turns and the later ones find the work done;
+//   - endpoints' rate limits, circuits and receivers' pauses are the
+//     store's (storage.Gates): the dispatcher claims through them;
 //   - background work (retention, each bulk replay) runs under a lock of
 //     its own, so it runs once across the gateways, and a job whose
 //     gateway died is taken over when its lock is released.
@@ -36,6 +38,16 @@ const (
 func (g *Gateway) cluster() (storage.Cluster, bool) {
 	c, ok := g.store.(storage.Cluster)
 	return c, ok
+}
+
+// gates returns the store's endpoint gates when it is shared and keeps
+// them; nil on an embedded store, whose dispatcher keeps its own.
+func (g *Gateway) gates() storage.Gates {
+	if _, shared := g.cluster(); !shared {
+		return nil
+	}
+	gs, _ := g.store.(storage.Gates)
+	return gs
 }
 
 // lockCluster waits for the named lock on a shared store; on an embedded

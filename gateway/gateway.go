@@ -251,6 +251,7 @@ func (g *Gateway) init(ctx context.Context) error {
 		Metrics:        g.metrics,
 		// A 410 disabled an endpoint: ingest stops fanning out to it.
 		OnDisable: func(storage.Endpoint) { g.reloadRegistry() },
+		Gates:     g.gates(),
 	})
 	if err != nil {
 		return err

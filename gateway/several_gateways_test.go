@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hookgate/internal/pgtest"
+	"hookgate/outbound"
 )
 
 // Several gateways on one Postgres database (SPEC section 6): each test
@@ -184,4 +185,86 @@ func TestClusterMaxInFlightIsShared(t *testing.T) {
 		t.Fatalf("%d attempts were in flight at once to an endpoint with max_in_flight 2, over two gateways", peak)
 	}
 	t.Logf("peak in flight: %d", peak)
+}
+
+// ingestEach posts n events, alternating between the gateways.
+func ingestEach(t *testing.T, gws []*gw, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		st, _, b := gws[i%len(gws)].post("open", fmt.Appendf(nil, `{"id":"%s-%d","type":"t"}`, prefix, i), nil)
+		if st != http.StatusAccepted {
+			t.Fatalf("ingest %d: %d %s", i, st, b)
+		}
+	}
+}
+
+// An endpoint's rate_limit holds across the gateways together: two
+// gateways deliver to it no faster than it allows, not twice as fast.
+func TestClusterRateLimitIsShared(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: paced, tenant: acme, url: %q, rate_limit: 10}\n", rcv.url("hook")))
+	const n = 25
+	ingestEach(t, gws, "rate", n)
+	waitFor(t, 30*time.Second, "every delivery", func() bool { return rcv.count() >= n })
+	reqs := rcv.all()
+	// At 10/s with a bucket of one, 25 requests span at least 2.4 s; two
+	// gateways pacing each on its own would send them in half that.
+	if span := reqs[len(reqs)-1].at.Sub(reqs[0].at); span < 2*time.Second {
+		t.Fatalf("%d deliveries at rate_limit 10 over two gateways took %v, want at least 2.4 s", len(reqs), span)
+	}
+}
+
+// An endpoint's circuit is the cluster's: consecutive failures seen by
+// two gateways open it for both, and neither sends until the cool-down
+// is over.
+func TestClusterCircuitIsShared(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	rcv.failing.Store(true)
+	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: down, tenant: acme, url: %q, max_in_flight: 1}\n", rcv.url("hook")))
+	ingestEach(t, gws, "circuit", 20)
+	waitFor(t, 10*time.Second, "the failures that open the circuit", func() bool {
+		return rcv.count() >= outbound.DefaultCircuitFailures
+	})
+	// Five failures in a row open it; the attempt in flight at that moment
+	// may still arrive. Two circuits of their own would let each gateway
+	// fail five times.
+	opened := time.Now()
+	for time.Since(opened) < outbound.DefaultCircuitCooldown*3/5 {
+		if c := rcv.count(); c > outbound.DefaultCircuitFailures+1 {
+			t.Fatalf("%d requests reached an endpoint whose circuit opened after %d failures, over two gateways",
+				c, outbound.DefaultCircuitFailures)
+		}
+		time.Sleep(50 * time.Millisecond) // observing that nothing arrives, not waiting for something
+	}
+	rcv.failing.Store(false)
+	waitFor(t, 30*time.Second, "the probe after the cool-down, then every delivery", func() bool {
+		return rcv.count() >= 20+outbound.DefaultCircuitFailures
+	})
+}
+
+// A receiver's Retry-After, answered to one gateway, pauses every
+// gateway's deliveries to it.
+func TestClusterRetryAfterHoldIsShared(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	var once sync.Once
+	rcv.on("hook", func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusOK
+		once.Do(func() {
+			w.Header().Set("Retry-After", "3")
+			status = http.StatusTooManyRequests
+		})
+		w.WriteHeader(status)
+	})
+	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: busy, tenant: acme, url: %q, max_in_flight: 1, retry: {initial_interval: 20ms, max_interval: 10s, multiplier: 2, max_attempts: 5, max_elapsed: 1m}}\n", rcv.url("hook")))
+	ingestEach(t, gws, "hold", 6)
+	waitFor(t, 30*time.Second, "every delivery after the pause", func() bool { return rcv.count() >= 7 })
+	reqs := rcv.all()
+	// With max_in_flight 1 across both gateways, only the first request can
+	// be in flight when the 429 comes: every other waits out the pause.
+	if gap := reqs[1].at.Sub(reqs[0].at); gap < 2500*time.Millisecond {
+		t.Fatalf("the next request came %v after a 429 with Retry-After: 3, over two gateways; want about 3 s", gap)
+	}
 }

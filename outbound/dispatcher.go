@@ -113,6 +113,12 @@ type Config struct {
 	// persisted because it answered 410 Gone, so the caller can update its
 	// own view of the endpoints (ingest stops creating deliveries for it).
 	OnDisable func(ep storage.Endpoint)
+	// Gates, when set, is a store shared by several gateways that keeps
+	// the endpoints' rate_limit tokens, circuit breakers and receivers'
+	// pauses itself (usually Store itself). The dispatcher then keeps none
+	// of them in memory: each claim passes through the store's, so that
+	// they hold across the gateways together.
+	Gates storage.Gates
 	// Now is the clock; nil = time.Now. Tests only.
 	Now func() time.Time
 }
@@ -359,6 +365,19 @@ func (d *Dispatcher) RetryNow(endpointID string) {
 		l.mu.Unlock()
 		l.poke()
 	}
+	if d.cfg.Gates != nil {
+		ctx, cancel := d.writeContext()
+		defer cancel()
+		if err := d.cfg.Gates.ResumeEndpoint(ctx, endpointID); err != nil {
+			d.log.Error("resume the endpoint for every gateway", "endpoint", endpointID, "err", err)
+		}
+	}
+}
+
+// circuitPolicy is the circuit breaker's settings, for a store that keeps
+// the circuit (Gates).
+func (d *Dispatcher) circuitPolicy() storage.CircuitPolicy {
+	return storage.CircuitPolicy{Failures: d.cfg.CircuitFailures, Cooldown: d.cfg.CircuitCooldown, MaxCooldown: d.cfg.CircuitMaxCooldown}
 }
 
 // Notify wakes the loops of the given endpoints (every endpoint when none

@@ -55,6 +55,9 @@ type endpointLoop struct {
 
 	// swept is when expirePaused last looked (the loop goroutine only).
 	swept time.Time
+	// gatePaused is true while the store's gates (Config.Gates) pause the
+	// endpoint, so that a pause is logged once (the loop goroutine only).
+	gatePaused bool
 }
 
 func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
@@ -69,6 +72,9 @@ func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
 		},
 	}
 	l.update(ep)
+	if d.cfg.Gates != nil {
+		return l // the store's claim applies the pause
+	}
 	// A pause the receiver asked for outlives a restart: the store kept it
 	// with the outcome that asked (a receiver at another URL asked for
 	// nothing here).
@@ -163,13 +169,24 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 		}
 		return p.wait
 	}
-	jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, p.n, l.d.leaseFor(&p.ep))
+	jobs, wait, err := l.claim(ctx, &p, now)
 	if err != nil {
 		l.claimed(p, 0, now) // gives the slots back
 		if ctx.Err() == nil {
 			l.d.log.Error("claim deliveries", "endpoint", l.id, "err", err)
 		}
 		return l.d.cfg.Poll
+	}
+	if len(jobs) == 0 && !wait.Until.IsZero() {
+		// The store's gates held: look again when they may let one
+		// through, and at least every poll (another gateway's probe or an
+		// operator's resume may end the pause sooner).
+		l.claimed(p, 0, now)
+		next := min(max(wait.Until.Sub(now), minIdleWait), l.d.cfg.Poll)
+		if wait.Paused {
+			return min(next, l.expirePaused(ctx, &p.ep, now))
+		}
+		return next
 	}
 	probe := l.claimed(p, len(jobs), now)
 	if len(jobs) > 0 && l.changedSince(ctx, &p.ep) {
@@ -198,6 +215,28 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 	return l.idleWait(ctx, len(jobs) > 0)
 }
 
+// claim takes what the plan may, through the store's gates when it keeps
+// them (logging when they pause the endpoint and when they let it go).
+func (l *endpointLoop) claim(ctx context.Context, p *plan, now time.Time) ([]storage.Job, storage.GateWait, error) {
+	lease := l.d.leaseFor(&p.ep)
+	if l.d.cfg.Gates == nil {
+		jobs, err := l.d.cfg.Store.Claim(ctx, l.id, now, p.n, lease)
+		return jobs, storage.GateWait{}, err
+	}
+	jobs, wait, err := l.d.cfg.Gates.ClaimGated(ctx, l.id, now, p.n, lease, l.d.circuitPolicy())
+	switch {
+	case err != nil:
+	case wait.Paused && !l.gatePaused:
+		l.gatePaused = true
+		l.d.log.Warn("endpoint paused (circuit open after failures, or its receiver asked with Retry-After)",
+			"endpoint", l.id, "until", wait.Until)
+	case len(jobs) > 0 && l.gatePaused:
+		l.gatePaused = false
+		l.d.log.Info("endpoint resumed", "endpoint", l.id)
+	}
+	return jobs, wait, err
+}
+
 // plan decides under the lock how many deliveries the next claim may take:
 // none while disabled, the circuit is open or the slots are full, at most
 // the free max_in_flight slots, the circuit's allowance and the rate
@@ -209,6 +248,12 @@ func (l *endpointLoop) plan(now time.Time) plan {
 	free := maxInFlight(&l.ep) - l.inFlight
 	if l.ep.Disabled || free <= 0 {
 		return p // an update or a finished attempt pokes the loop
+	}
+	if l.d.cfg.Gates != nil {
+		// The store applies the hold, circuit and rate in the claim.
+		p.n = min(free, storage.MaxClaim)
+		l.inFlight += p.n
+		return p
 	}
 	if l.held(now) {
 		p.wait, p.paused = l.hold.Sub(now), true
@@ -434,7 +479,10 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 	dec := Decide(ep.Retry, &job.Delivery, res.answer, end)
 	hold := l.holdFor(&ep, res.answer, end)
 	endHold := dec.Verdict == VerdictSucceeded && l.takeStoredHold()
-	recorded := d.complete(&ep, job, &res, dec, hold, endHold)
+	// A store that keeps the circuit counts the outcome in its write, if
+	// the attempt went to the endpoint as it is now.
+	circuit := d.cfg.Gates != nil && l.sendsTo(&ep)
+	recorded := d.complete(&ep, job, &res, dec, hold, endHold, circuit)
 	if endHold && !recorded {
 		l.mu.Lock()
 		l.holdStored = true // not ended: the next success tries again
@@ -518,6 +566,9 @@ func (l *endpointLoop) finished() {
 // new one with the same id) says nothing of the endpoint now: it only frees
 // the probe slot, if it still holds it.
 func (l *endpointLoop) record(sent *storage.Endpoint, ok bool, probe uint64, now time.Time) {
+	if l.d.cfg.Gates != nil {
+		return // the store counted it (Outcome.Circuit)
+	}
 	l.mu.Lock()
 	current := probe != 0 && probe == l.probe
 	if !sameTarget(&l.ep, sent) {
@@ -570,7 +621,7 @@ func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now t
 
 // complete writes an attempt and the state it leads to in one store write,
 // and reports whether the store kept them.
-func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time, endHold bool) bool {
+func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time, endHold, circuit bool) bool {
 	att := res.attempt
 	if dec.Reason != "" {
 		att.Error = joinError(att.Error, dec.Reason)
@@ -587,7 +638,7 @@ func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attem
 	if !hold.IsZero() {
 		out.Hold, out.HoldURL = hold, ep.URL
 	}
-	out.EndHold = endHold
+	out.EndHold, out.Circuit = endHold, circuit
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	err := d.cfg.Store.Complete(ctx, out)
