@@ -278,6 +278,15 @@ type Cluster interface {
 	TryLock(ctx context.Context, name string) (unlock func(), lost <-chan struct{}, ok bool, err error)
 	// Lock is TryLock that waits (until ctx ends) for the lock to be free.
 	Lock(ctx context.Context, name string) (unlock func(), lost <-chan struct{}, err error)
+	// Announce tells the other gateways, soon, that the endpoints have new
+	// deliveries due, so that they claim at once rather than at their next
+	// poll. It never blocks. An announcement is a hint and may be lost:
+	// the poll is the fallback.
+	Announce(endpoints ...string)
+	// Listen calls fn with the endpoints other gateways announce, until
+	// ctx ends or the store's connection for it fails; it returns why, and
+	// the caller listens again.
+	Listen(ctx context.Context, fn func(endpoints []string)) error
 }
 
 // SyncReporter is implemented by engines that make writes durable in

@@ -59,6 +59,10 @@ type DB struct {
 
 	purgeMu   sync.Mutex
 	purgeFrom purgeCursor // where the current purge pass goes on
+
+	channel string // the schema's NOTIFY channel (wakeChannel)
+	self    string // this handle's name in its announcements
+	wake    *waker // sends announcements
 }
 
 // Open connects to the database at dsn, creates or migrates its schema,
@@ -74,7 +78,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
 	}
-	db := &DB{log: opts.Logger, secret: cfg.ConnConfig.Password}
+	db := &DB{log: opts.Logger, secret: cfg.ConnConfig.Password, self: newSelf(), wake: newWaker()}
 	if db.log == nil {
 		db.log = slog.Default()
 	}
@@ -87,6 +91,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, db.redact(err)
 	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, db.redact(fmt.Errorf("postgres: read the schema: %w", err))
+	}
+	db.channel = wakeChannel(schema)
 	return db, nil
 }
 
@@ -102,6 +112,7 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
+	db.stopAnnouncing()
 	db.pool.Close()
 	return nil
 }
