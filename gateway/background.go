@@ -53,6 +53,7 @@ func (b *background) start(ctx context.Context) {
 	}()
 	if c, ok := b.g.cluster(); ok {
 		b.wg.Go(func() { b.g.watchCatalog(ctx, c) })
+		b.wg.Go(func() { b.g.listenWakes(ctx, c) })
 	}
 }
 

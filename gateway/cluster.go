@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"hookgate/storage"
 )
 
@@ -16,6 +18,9 @@ import (
 //     starts take turns and the later ones find the work done;
 //   - endpoints' rate limits, circuits and receivers' pauses are the
 //     store's (storage.Gates): the dispatcher claims through them;
+//   - new deliveries: the dispatcher of the gateway that wrote them is
+//     woken, and the others hear of them through the store (Announce,
+//     Listen: NOTIFY on Postgres), polling while they cannot;
 //   - background work (retention, each bulk replay) runs under a lock of
 //     its own, so it runs once across the gateways, and a job whose
 //     gateway died is taken over when its lock is released.
@@ -97,5 +102,52 @@ func (g *Gateway) watchCatalog(ctx context.Context, c storage.Cluster) {
 			g.reloadRegistry()
 		}
 		seen, known = v, true
+	}
+}
+
+// announcer is the dispatcher of a gateway on a shared store: the
+// endpoints it is told have new deliveries are announced to the other
+// gateways too, so that whichever has a free slot claims them at once.
+type announcer struct {
+	dispatcher
+	c storage.Cluster
+}
+
+// Notify wakes this gateway's loops of the endpoints and announces them.
+// A Notify of every endpoint (none named) is this gateway's own.
+func (a announcer) Notify(endpoints ...string) {
+	a.dispatcher.Notify(endpoints...)
+	if len(endpoints) > 0 {
+		a.c.Announce(endpoints...)
+	}
+}
+
+// listenWakes wakes this gateway's loops of the endpoints other gateways
+// announce, until ctx ends. While the store cannot tell it (its
+// connection dropped) the loops poll; when it listens again every loop
+// looks at once, for what was announced meanwhile.
+func (g *Gateway) listenWakes(ctx context.Context, c storage.Cluster) {
+	local := g.disp
+	if a, ok := local.(announcer); ok {
+		local = a.dispatcher // what it hears is not announced again
+	}
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
+	for {
+		began := time.Now()
+		err := c.Listen(ctx, func(endpoints []string) { local.Notify(endpoints...) })
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > time.Minute {
+			retry.Reset()
+		}
+		g.log.Warn("not hearing the other gateways' new deliveries; polling until the store tells again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry.NextBackOff()):
+		}
+		local.Notify()
 	}
 }

@@ -48,6 +48,10 @@ type Options struct {
 	// Store, when set, is used instead of opening the configured one
 	// (tests wrap the real store to inject faults). Close closes it.
 	Store storage.Store
+	// DeliveryPoll is the longest an idle endpoint waits before looking
+	// at its outbox again (outbound.Config.Poll; 0 = its default). Tests
+	// lengthen it to show that wake-ups come sooner.
+	DeliveryPoll time.Duration
 }
 
 // dispatcher is what the gateway needs of the outbound dispatcher.
@@ -252,12 +256,16 @@ func (g *Gateway) init(ctx context.Context) error {
 		// A 410 disabled an endpoint: ingest stops fanning out to it.
 		OnDisable: func(storage.Endpoint) { g.reloadRegistry() },
 		Gates:     g.gates(),
+		Poll:      g.opts.DeliveryPoll,
 	})
 	if err != nil {
 		return err
 	}
 	d.SetEndpoints(snap.endpoints)
 	g.disp = d
+	if c, shared := g.cluster(); shared {
+		g.disp = announcer{dispatcher: d, c: c}
+	}
 	// New deliveries go straight to a free slot of their endpoint (written
 	// claimed, sent with the event in hand); the rest wait in the outbox.
 	// Not on a shared store: there a slot of this gateway's is not a slot

@@ -72,6 +72,8 @@ type gwOptions struct {
 	// config changes the parsed config, past its validation: values a
 	// config file may not have but a test needs (a retention of seconds).
 	config func(*Config)
+	// poll is the dispatcher's idle poll (Options.DeliveryPoll).
+	poll time.Duration
 }
 
 // startGateway runs a gateway on loopback ports with a Badger store in a
@@ -104,7 +106,7 @@ func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
 		o.config(cfg)
 	}
 	logs := &syncBuffer{}
-	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: cmp.Or(o.grace, 5*time.Second)}
+	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: cmp.Or(o.grace, 5*time.Second), DeliveryPoll: o.poll}
 	if o.wrapStore != nil {
 		g0, err := openStore(context.Background(), cfg, opts.Logger)
 		if err != nil {

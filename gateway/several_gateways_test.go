@@ -1,16 +1,21 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"hookgate/internal/pgtest"
 	"hookgate/outbound"
+	"hookgate/storage"
+	"hookgate/storage/postgres"
 )
 
 // Several gateways on one Postgres database (SPEC section 6): each test
@@ -267,4 +272,64 @@ func TestClusterRetryAfterHoldIsShared(t *testing.T) {
 	if gap := reqs[1].at.Sub(reqs[0].at); gap < 2500*time.Millisecond {
 		t.Fatalf("the next request came %v after a 429 with Retry-After: 3, over two gateways; want about 3 s", gap)
 	}
+}
+
+// New deliveries written by one gateway wake the others at once (NOTIFY),
+// not at their next poll. Here the gateway polls once a minute, and
+// another gateway (a bare store handle on its schema) writes an event for
+// its endpoint and announces it: the gateway delivers it within seconds.
+func TestClusterNewDeliveriesWakeTheOtherGateways(t *testing.T) {
+	t.Parallel()
+	pgtest.DSN(t)
+	rcv := newReceiver(t)
+	dir := t.TempDir()
+	g := startGateway(t, gwOptions{dir: dir, postgres: true, poll: time.Minute,
+		extra: fmt.Sprintf("endpoints:\n  - {id: woken, tenant: acme, url: %q}\n", rcv.url("hook"))})
+	// Its first catalog check reloads the catalog and wakes every loop;
+	// nothing writes the catalog after it, so nothing else wakes them.
+	started := g.reg.snap.Load()
+	waitFor(t, 10*time.Second, "the first catalog check", func() bool { return g.reg.snap.Load() != started })
+
+	peer, err := postgres.Open(context.Background(), testDSN(t, dir), postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Close() })
+	now := time.Now().UTC()
+	evt := storage.NewID("evt_", now)
+	key := storage.IdempotencyKey("acme", "open", "woken-1")
+	_, err = peer.Accept(context.Background(), &storage.AcceptRequest{
+		Key:         storage.DedupeKey{Tenant: "acme", Source: "open", EventID: "woken-1"},
+		DedupeUntil: now.Add(time.Hour),
+		Event: storage.Event{ID: evt, Tenant: "acme", Source: "open", EventID: "woken-1", Type: "t", ReceivedAt: now,
+			ContentType: "application/json", Body: []byte(`{"id":"woken-1"}`), IdempotencyKey: key},
+		Response: storage.Response{Status: 202, Body: []byte(`{}`)},
+		Deliveries: []storage.Delivery{{ID: storage.NewID("dlv_", now), Event: evt, Tenant: "acme", Endpoint: "woken",
+			IdempotencyKey: key, State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gateway hears announcements once its connection for them is
+	// up: until the delivery arrives, announce again.
+	waitFor(t, 20*time.Second, "the delivery, woken by the announcement", func() bool {
+		peer.Announce("woken")
+		return rcv.count() > 0
+	})
+
+	// And what the gateway ingests it announces to the others.
+	var heard atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	listened := make(chan struct{})
+	go func() {
+		defer close(listened)
+		_ = peer.Listen(ctx, func(eps []string) { heard.Store(heard.Load() || slices.Contains(eps, "woken")) })
+	}()
+	t.Cleanup(func() { cancel(); <-listened })
+	i := 0
+	waitFor(t, 20*time.Second, "the gateway's announcement of its ingest", func() bool {
+		ingestEach(t, []*gw{g}, fmt.Sprintf("announced-%d", i), 1)
+		i++
+		return heard.Load()
+	})
 }
