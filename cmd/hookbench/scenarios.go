@@ -84,6 +84,7 @@ type bench struct {
 	peers     []*process
 	peerAddrs []string
 	dropStore func() // drops the run's Postgres schema
+	pgDSN     string // the run's schema: a restart opens it again
 }
 
 func (b *bench) ingestURL() string { return "http://" + b.listen + "/ingest/bench" }
@@ -148,12 +149,14 @@ func (b *bench) start(ctx context.Context, o options, bin string, paths []string
 	}
 	store := fmt.Sprintf("{path: %q}", filepath.Join(b.dir, "data"))
 	if o.storage == "postgres" {
-		dsn, drop, err := benchSchema(ctx, o.dsn)
-		if err != nil {
-			return err
+		if b.pgDSN == "" {
+			dsn, drop, err := benchSchema(ctx, o.dsn)
+			if err != nil {
+				return err
+			}
+			b.dropStore, b.pgDSN = drop, dsn
 		}
-		b.dropStore = drop
-		store = fmt.Sprintf("{driver: postgres, postgres: {dsn: %q, max_conns: 32}}", dsn)
+		store = fmt.Sprintf("{driver: postgres, postgres: {dsn: %q, max_conns: 32}}", b.pgDSN)
 	}
 	cfgFor := func(listen, admin string) string {
 		return fmt.Sprintf(`server: {listen: %q, max_body: 1MiB}
