@@ -250,7 +250,13 @@ func (l *endpointLoop) plan(now time.Time) plan {
 		return p // an update or a finished attempt pokes the loop
 	}
 	if l.d.cfg.Gates != nil {
-		// The store applies the hold, circuit and rate in the claim.
+		// The store applies the hold, circuit and rate in the claim. A
+		// claim there is a transaction of several statements: while many
+		// attempts are in flight, it waits for a batch of free slots (each
+		// finished attempt pokes the loop) rather than claiming one by one.
+		if l.inFlight > 0 && free < maxInFlight(&l.ep)/claimBatchOf {
+			return p
+		}
 		p.n = min(free, storage.MaxClaim)
 		l.inFlight += p.n
 		return p
@@ -358,6 +364,10 @@ func (l *endpointLoop) expirePaused(ctx context.Context, ep *storage.Endpoint, n
 	wg.Wait()
 	return every
 }
+
+// claimBatchOf: on a shared store, a loop with attempts in flight claims
+// once at least 1/claimBatchOf of its max_in_flight is free.
+const claimBatchOf = 8
 
 // maxExpiryLag bounds how late expirePaused fails a delivery: well inside
 // the MaxLease the retention sweep adds to the longest retry window, so a
