@@ -63,6 +63,8 @@ type DB struct {
 	channel string // the schema's NOTIFY channel (wakeChannel)
 	self    string // this handle's name in its announcements
 	wake    *waker // sends announcements
+
+	outcomes outcomeGroups // Complete's group writes
 }
 
 // Open connects to the database at dsn, creates or migrates its schema,
@@ -113,6 +115,7 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.stopAnnouncing()
+	db.outcomes.wg.Wait() // the outcomes queued before Close are written
 	db.pool.Close()
 	return nil
 }

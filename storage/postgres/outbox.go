@@ -156,14 +156,26 @@ func (db *DB) Depth(ctx context.Context, endpoint string, now time.Time, limit i
 }
 
 // Complete records an attempt and the delivery's next state in one
-// statement, if the delivery is still held under the outcome's lease.
+// statement, if the delivery is still held under the outcome's lease. The
+// statement is committed with those of other attempts ending at the same
+// time (outcomes.write): one transaction for many outcomes.
 func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 	if err := db.check(); err != nil {
 		return err
 	}
+	sql, args, err := outcomeStatement(out)
+	if err != nil {
+		return err
+	}
+	return db.outcomes.write(ctx, db, &outcomeWrite{delivery: out.Delivery, sql: sql, args: args})
+}
+
+// outcomeStatement is the statement that records out: it returns how many
+// deliveries it updated (0: the lease was lost).
+func outcomeStatement(out *storage.Outcome) (string, []any, error) {
 	att, err := encodeJSON(&out.Attempt)
 	if err != nil {
-		return fmt.Errorf("postgres: encode attempt: %w", err)
+		return "", nil, fmt.Errorf("postgres: encode attempt: %w", err)
 	}
 	count := 0
 	if out.CountAttempt {
@@ -205,14 +217,7 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 		args = append(args, out.State == storage.StateSucceeded, nanos(out.Attempt.At.Add(out.Attempt.Latency)))
 	}
 	sql.WriteString(` SELECT count(*) FROM d`)
-	var n int
-	if err := db.pool.QueryRow(ctx, sql.String(), args...).Scan(&n); err != nil {
-		return db.fail("complete", err)
-	}
-	if n == 0 {
-		return storage.ErrLeaseLost
-	}
-	return nil
+	return sql.String(), args, nil
 }
 
 // EndpointHold reads an endpoint's stored pause, if it lasts past now.
