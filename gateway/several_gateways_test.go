@@ -14,8 +14,8 @@ import (
 
 	"hookgate/internal/pgtest"
 	"hookgate/outbound"
-	"hookgate/storage"
 	"hookgate/storage/postgres"
+	"hookgate/storage/storagetest"
 )
 
 // Several gateways on one Postgres database (SPEC section 6): each test
@@ -295,19 +295,8 @@ func TestClusterNewDeliveriesWakeTheOtherGateways(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = peer.Close() })
-	now := time.Now().UTC()
-	evt := storage.NewID("evt_", now)
-	key := storage.IdempotencyKey("acme", "open", "woken-1")
-	_, err = peer.Accept(context.Background(), &storage.AcceptRequest{
-		Key:         storage.DedupeKey{Tenant: "acme", Source: "open", EventID: "woken-1"},
-		DedupeUntil: now.Add(time.Hour),
-		Event: storage.Event{ID: evt, Tenant: "acme", Source: "open", EventID: "woken-1", Type: "t", ReceivedAt: now,
-			ContentType: "application/json", Body: []byte(`{"id":"woken-1"}`), IdempotencyKey: key},
-		Response: storage.Response{Status: 202, Body: []byte(`{}`)},
-		Deliveries: []storage.Delivery{{ID: storage.NewID("dlv_", now), Event: evt, Tenant: "acme", Endpoint: "woken",
-			IdempotencyKey: key, State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}},
-	})
-	if err != nil {
+	req := storagetest.Event("acme", "open", "woken-1", `{"id":"woken-1"}`, time.Now().UTC(), "woken")
+	if _, err := peer.Accept(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	// The gateway hears announcements once its connection for them is

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"hookgate/internal/pgtest"
 	"hookgate/storage"
+	"hookgate/storage/storagetest"
 )
 
 // Outcomes ending at once are committed in groups, and each keeps its own
@@ -23,19 +23,7 @@ func TestCompleteGroupsKeepEachOutcome(t *testing.T) {
 	ctx, now := context.Background(), time.Now().UTC()
 	const n = 300
 	for i := range n {
-		id := fmt.Sprintf("e%03d", i)
-		evt := storage.NewID("evt_", now)
-		key := storage.IdempotencyKey("acme", "src", id)
-		_, err := db.Accept(ctx, &storage.AcceptRequest{
-			Key: storage.DedupeKey{Tenant: "acme", Source: "src", EventID: id}, BodyHash: sha256.Sum256([]byte(id)),
-			DedupeUntil: now.Add(time.Hour),
-			Event: storage.Event{ID: evt, Tenant: "acme", Source: "src", EventID: id, Type: "t", ReceivedAt: now,
-				Body: []byte(id), IdempotencyKey: key},
-			Response: storage.Response{Status: 202},
-			Deliveries: []storage.Delivery{{ID: storage.NewID("dlv_", now), Event: evt, Tenant: "acme", Endpoint: "ep",
-				IdempotencyKey: key, State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}},
-		})
-		if err != nil {
+		if _, err := db.Accept(ctx, storagetest.Event("acme", "src", fmt.Sprintf("e%03d", i), "b", now, "ep")); err != nil {
 			t.Fatal(err)
 		}
 	}

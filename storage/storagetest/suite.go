@@ -135,8 +135,14 @@ func handles(t *testing.T, o Opener, s storage.Store) []storage.Store {
 	return []storage.Store{s, p}
 }
 
-// event builds an accept request for (tenant, source, id) with one
-// delivery per endpoint, due at now.
+// Event builds an accept request for the provider event (tenant, source,
+// id) with body, received at now, and one delivery per endpoint, due at
+// now: what an ingest writes. Engines' own tests use it too.
+func Event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.AcceptRequest {
+	return event(tenant, source, id, body, now, endpoints...)
+}
+
+// event is Event.
 func event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.AcceptRequest {
 	evt := storage.NewID("evt_", now)
 	req := &storage.AcceptRequest{
