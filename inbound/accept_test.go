@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hookgate/storage"
+	"hookgate/storage/badger"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
-
-	"hookgate/storage"
-	"hookgate/storage/badger"
 )
 
 func openStore(t *testing.T) *badger.DB {
@@ -123,6 +122,20 @@ func TestAcceptedBodyIsJSON(t *testing.T) {
 		_ = json.Unmarshal(want, &exp)
 		if got["event_id"] != exp["event_id"] || got["id"] != "evt_1" {
 			t.Fatalf("%q: got %q want %q", id, got, exp)
+		}
+	}
+}
+
+// An endpoint's event_types are globs (storage.MatchType): any one of them
+// matching the event's type subscribes it, "*" also to a type with "/".
+func TestSubscribesMatchesEventTypeGlobs(t *testing.T) {
+	for _, c := range []struct {
+		typ  string
+		want bool
+	}{{"orders/create", true}, {"orders/paid", true}, {"invoice.paid", true}, {"products/update", false}} {
+		ep := storage.Endpoint{ID: "e", Tenant: "t", EventTypes: []string{"never.this", "orders/*", "invoice.*"}}
+		if got := Subscribes(&ep, "shop", c.typ); got != c.want {
+			t.Errorf("Subscribes with event_types %q, type %q = %v, want %v", ep.EventTypes, c.typ, got, c.want)
 		}
 	}
 }
