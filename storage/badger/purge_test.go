@@ -3,11 +3,12 @@ package badger
 import (
 	"context"
 	"errors"
+	"hookgate/storage"
 	"slices"
 	"testing"
 	"time"
 
-	"hookgate/storage"
+	bdg "github.com/dgraph-io/badger/v4"
 )
 
 // Events kept for a fresh retry are skipped by Purge, and a call looks at
@@ -155,5 +156,145 @@ func TestCompleteOfADeliveryPurgedInFlightIsLeaseLost(t *testing.T) {
 		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded})
 	if !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("outcome of a purged in-flight delivery: %v, want ErrLeaseLost", err)
+	}
+}
+
+// One delivery whose own keys (its attempts) are more than Badger takes in
+// one transaction goes over several too, attempts first. Found in review:
+// the split took a delivery whole, however big, so the transaction failed
+// on every sweep and retention stopped for good at this event. Attempts
+// are not bounded (max_attempts has no upper limit; 1 s intervals over a
+// max_elapsed of a day are ~86,000 attempts; manual retries add more).
+func TestPurgeOneDeliveryTooBigForOneTransaction(t *testing.T) {
+	// Same ratio as production (16,384 budget / ~52,000 Badger limit):
+	// 1 MiB memtables take ~3,300 keys per transaction.
+	defer func(b int) { purgeKeyBudget = b }(purgeKeyBudget)
+	purgeKeyBudget = 1000
+	ctx := context.Background()
+	db := openTestDB(t, Options{MemTableSize: 1 << 20})
+	then := time.Now().UTC().Add(-2 * time.Hour)
+	req := acceptFor(t, db, "acme", "heavy", then, "ep1")
+	dlv := req.Deliveries[0].ID
+	for chunk := range 10 { // 5,000 attempts of the one delivery
+		err := db.update(ctx, 0, func(txn *bdg.Txn) error {
+			for i := range 500 {
+				if err := txn.Set(attemptKey(dlv, chunk*500+i+1), []byte(`{}`)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	acceptFor(t, db, "acme", "light", then.Add(time.Millisecond), "ep1")
+
+	n, err := db.Purge(ctx, then.Add(time.Hour), then.Add(time.Hour), 100)
+	if err != nil || n != 2 {
+		t.Fatalf("Purge = %d, %v; want 2 events deleted, no error", n, err)
+	}
+	for _, p := range [][]byte{prefixAttempt, prefixDelivery, prefixEventDelivery, prefixEvent} {
+		if n := countKeys(t, db, p); n != 0 {
+			t.Errorf("%d keys left under %q", n, p)
+		}
+	}
+}
+
+// An event whose keys (its deliveries' records, indexes and attempts) are
+// more than one transaction may delete is purged over several, a few
+// whole deliveries at a time, and leaves no key behind. Before, it was
+// deleted in one transaction or not at all: past Badger's limit (~52,000
+// keys, thousands of replays of one event) every sweep failed on it and
+// retention stopped for good.
+func TestPurgeSplitsAnEventTooBigForOneTransaction(t *testing.T) {
+	// With 1 MiB memtables Badger takes ~3,300 keys per transaction; the
+	// event below has ~4,000 (1,000 deliveries of 4 keys).
+	defer func(b int) { purgeKeyBudget = b }(purgeKeyBudget)
+	purgeKeyBudget = 1000
+	ctx := context.Background()
+	db := openTestDB(t, Options{MemTableSize: 1 << 20})
+	then := time.Now().UTC().Add(-2 * time.Hour)
+	heavy := acceptRequest("heavy", `{}`, then, "ep1")
+	if _, err := db.Accept(ctx, heavy); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 { // replays, finished long ago
+		var more []storage.Delivery
+		for range 200 {
+			d := heavy.Deliveries[0]
+			d.ID = storage.NewID("dlv_", then)
+			d.State = storage.StateFailed
+			more = append(more, d)
+		}
+		if err := db.Enqueue(ctx, more); err != nil {
+			t.Fatal(err)
+		}
+	}
+	light := acceptRequest("light", `{}`, then.Add(time.Millisecond), "ep1")
+	if _, err := db.Accept(ctx, light); err != nil {
+		t.Fatal(err)
+	}
+
+	purged := 0
+	for range 20 {
+		n, err := db.Purge(ctx, then.Add(time.Hour), then.Add(time.Hour), 100)
+		if err != nil {
+			t.Fatalf("purge: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		purged += n
+	}
+	if purged != 2 {
+		t.Fatalf("purged %d events, want 2", purged)
+	}
+	for _, p := range [][]byte{prefixEvent, prefixTenantEvent, prefixDelivery, prefixEventDelivery,
+		prefixEndpointDelivery, prefixTenantDelivery, prefixQueue, prefixAttempt} {
+		if n := countKeys(t, db, p); n != 0 {
+			t.Errorf("%d keys left under %q", n, p)
+		}
+	}
+}
+
+// A run of kept events longer than purgeScanBudget, in the legacy "ev:"
+// range, ahead of due events in "ae:": one sweep (the gateway calls Purge
+// until it deletes nothing) must purge every due event. Found in review:
+// a call that ended the pass in "ev:" but stopped in "ae:" started "ev:"
+// over in the next call, which then walked the kept run again and deleted
+// nothing, so each minute's sweep deleted one batch at most.
+func TestPurgeSweepGoesPastKeptLegacyEvents(t *testing.T) {
+	defer func(b int) { purgeScanBudget = b }(purgeScanBudget)
+	purgeScanBudget = 4
+	ctx := context.Background()
+	db := openTestDB(t, Options{})
+	now := time.Now().UTC()
+	cutoff := now.Add(-time.Hour)
+	kept, doomed := keptAndDue(t, db, now, 17, 5)
+	moveToLegacyKeys(t, db, kept) // the kept head is in the legacy range
+
+	// As gateway/background.go: call Purge until a call deletes nothing.
+	sweep := func() int {
+		total := 0
+		for range 100 {
+			n, err := db.Purge(ctx, cutoff, cutoff, 256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			total += n
+		}
+		return total
+	}
+	if purged := sweep(); purged != len(doomed) {
+		t.Fatalf("one sweep purged %d of %d due events", purged, len(doomed))
+	}
+	for _, id := range kept {
+		if _, err := db.GetEvent(ctx, id); err != nil {
+			t.Fatalf("kept event %s: %v", id, err)
+		}
 	}
 }
