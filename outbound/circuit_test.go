@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"crypto/sha256"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"hookgate/storage/badger"
 	"net/http"
@@ -110,12 +111,12 @@ func TestForeignProbeDoesNotWedgeTheCircuit(t *testing.T) {
 	own := acceptAs(t, db, "globex", ep, time.Now().UTC())
 	d := startDispatcher(t, db, Config{CircuitFailures: 1, CircuitCooldown: time.Second}, ep)
 	d.Notify()
-	waitFor(t, 5*time.Second, "the circuit to open after the first failure", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the circuit to open after the first failure", func() bool {
 		return circuitOf(d, ep.ID) == circuitOpen
 	})
 	// An acme delivery left for "shared", due long ago: first in line.
 	foreign := acceptAs(t, db, "acme", ep, time.Now().UTC().Add(-time.Hour))
-	waitFor(t, 5*time.Second, "the foreign delivery to be cancelled (by the probe)",
+	testsupport.WaitFor(t, 5*time.Second, "the foreign delivery to be cancelled (by the probe)",
 		inState(t, db, foreign.ID, storage.StateCancelled))
 	deadline := time.Now().Add(6 * time.Second)
 	for delivery(t, db, own.ID).State != storage.StateSucceeded {

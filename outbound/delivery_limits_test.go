@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"hookgate/storage/badger"
 )
@@ -97,21 +98,21 @@ func TestRotationDuringRetriesSignsWithBothSecretsThenOnlyTheNew(t *testing.T) {
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify(ep.ID)
 
-	waitFor(t, wait, "attempt 1", func() bool { return rc.count() >= 1 })
+	testsupport.WaitFor(t, wait, "attempt 1", func() bool { return rc.count() >= 1 })
 	// Rotate while attempt 1 is in flight: grace of an hour.
 	updateEndpoint(t, db, d, ep.ID, func(ep *storage.Endpoint) {
 		ep.Secrets = []storage.Secret{{Value: newSecret}, {Value: oldSecret, ExpiresAt: time.Now().Add(time.Hour)}}
 	})
 	rc.release <- struct{}{}
-	waitFor(t, wait, "attempt 2", func() bool { return rc.count() >= 2 })
+	testsupport.WaitFor(t, wait, "attempt 2", func() bool { return rc.count() >= 2 })
 	// The grace ends while attempt 2 is in flight.
 	updateEndpoint(t, db, d, ep.ID, func(ep *storage.Endpoint) {
 		ep.Secrets = []storage.Secret{{Value: newSecret}, {Value: oldSecret, ExpiresAt: time.Now().Add(-time.Second)}}
 	})
 	rc.release <- struct{}{}
-	waitFor(t, wait, "attempt 3", func() bool { return rc.count() >= 3 })
+	testsupport.WaitFor(t, wait, "attempt 3", func() bool { return rc.count() >= 3 })
 	rc.release <- struct{}{}
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	r1, r2, r3 := rc.request(0), rc.request(1), rc.request(2)
 	if !verifySW(oldSecret, r1.header, r1.body) || verifySW(newSecret, r1.header, r1.body) {
@@ -144,7 +145,7 @@ func TestRateLimitPacesRetries(t *testing.T) {
 		accept(t, db, event{}, ep)
 	}
 	startDispatcher(t, db, Config{CircuitFailures: 1 << 20}, ep).Notify()
-	waitFor(t, wait, "16 attempts", func() bool { return rc.count() >= 16 })
+	testsupport.WaitFor(t, wait, "16 attempts", func() bool { return rc.count() >= 16 })
 	reqs := rc.all()
 	// 10/s with a burst of 1: 16 attempts span at least 1.5 s.
 	if spread := reqs[15].at.Sub(reqs[0].at); spread < 1300*time.Millisecond {
@@ -171,7 +172,7 @@ func TestMaxInFlightHoldsAcrossRetries(t *testing.T) {
 	}
 	startDispatcher(t, db, Config{CircuitFailures: 1 << 20}, ep).Notify()
 	for _, d := range ds {
-		waitFor(t, wait, "delivery", inState(t, db, d.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "delivery", inState(t, db, d.ID, storage.StateSucceeded))
 	}
 	if p := rc.maxInFlight(); p > 2 {
 		t.Fatalf("the receiver had %d requests at once with max_in_flight 2", p)
@@ -206,8 +207,8 @@ func TestHugeAnswersAreCutShort(t *testing.T) {
 	d1 := accept(t, db, event{}, ok)[0]
 	d2 := accept(t, db, event{}, bad)[0]
 	startDispatcher(t, db, Config{}, ok, bad).Notify()
-	waitFor(t, wait, "the 2xx", inState(t, db, d1.ID, storage.StateSucceeded))
-	waitFor(t, wait, "the 5xx to fail", inState(t, db, d2.ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "the 2xx", inState(t, db, d1.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the 5xx to fail", inState(t, db, d2.ID, storage.StateFailed))
 	for _, id := range []string{d1.ID, d2.ID} {
 		as := attempts(t, db, id)
 		if len(as) != 1 || len(as[0].Response) > 1024 || as[0].Latency > 2*time.Second {
@@ -246,7 +247,7 @@ func TestLoopbackSpellingsAreRefusedAtDial(t *testing.T) {
 	}
 	startDispatcher(t, db, Config{Client: NewClient(false)}, eps...).Notify()
 	for name, id := range dls {
-		waitFor(t, wait, "an attempt of "+name, func() bool { return delivery(t, db, id).AttemptCount >= 1 })
+		testsupport.WaitFor(t, wait, "an attempt of "+name, func() bool { return delivery(t, db, id).AttemptCount >= 1 })
 		as := attempts(t, db, id)
 		if as[0].StatusCode != 0 || as[0].Error == "" {
 			t.Errorf("%s (%s): attempt %+v; want a refused connection", name, urls[name], as[0])
@@ -286,12 +287,12 @@ func TestRetryAfterHoldsTheWholeEndpoint(t *testing.T) {
 	ds := accept(t, db, event{}, ep)
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the 503", func() bool { return !first503().IsZero() })
+	testsupport.WaitFor(t, wait, "the 503", func() bool { return !first503().IsZero() })
 	ds = append(ds, accept(t, db, event{}, ep)...)
 	ds = append(ds, accept(t, db, event{}, ep)...)
 	d.Notify(ep.ID)
 	for _, dl := range ds {
-		waitFor(t, wait, "delivery", inState(t, db, dl.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "delivery", inState(t, db, dl.ID, storage.StateSucceeded))
 	}
 	for i, r := range rc.all()[1:] {
 		if r.at.Sub(first503()) < 900*time.Millisecond {
@@ -315,13 +316,13 @@ func TestRetryAfterHoldSurvivesARestart(t *testing.T) {
 	held := accept(t, db, event{}, ep)[0]
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the 503's outcome", func() bool { return delivery(t, db, held.ID).AttemptCount == 1 })
+	testsupport.WaitFor(t, wait, "the 503's outcome", func() bool { return delivery(t, db, held.ID).AttemptCount == 1 })
 	d.Stop(time.Second)
 
 	other := accept(t, db, event{}, ep)[0] // a new event, due now
 	startDispatcher(t, db, Config{}, ep).Notify(ep.ID)
-	waitFor(t, wait, "the other delivery", inState(t, db, other.ID, storage.StateSucceeded))
-	waitFor(t, wait, "the held delivery", inState(t, db, held.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the other delivery", inState(t, db, other.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the held delivery", inState(t, db, held.ID, storage.StateSucceeded))
 	for i, r := range rc.all()[1:] {
 		if gap := r.at.Sub(first503()); gap < 2900*time.Millisecond {
 			t.Errorf("after a restart, request %d (key %s) reached the receiver %s after it answered 503 with Retry-After: 3: the endpoint's hold is forgotten on restart",
@@ -343,7 +344,7 @@ func TestRetryNowSuccessEndsTheStoredHold(t *testing.T) {
 	held := accept(t, db, event{}, ep)[0]
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the 503's outcome", func() bool { return delivery(t, db, held.ID).AttemptCount == 1 })
+	testsupport.WaitFor(t, wait, "the 503's outcome", func() bool { return delivery(t, db, held.ID).AttemptCount == 1 })
 	if until, _, err := db.EndpointHold(context.Background(), ep.ID, time.Now()); err != nil || until.Before(first503().Add(9*time.Minute)) {
 		t.Fatalf("stored hold after a 503 with Retry-After: 600: %v %v", until, err)
 	}
@@ -351,7 +352,7 @@ func TestRetryNowSuccessEndsTheStoredHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.RetryNow(ep.ID)
-	waitFor(t, wait, "the retried delivery", inState(t, db, held.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the retried delivery", inState(t, db, held.ID, storage.StateSucceeded))
 	if until, _, err := db.EndpointHold(context.Background(), ep.ID, time.Now()); err != nil || !until.IsZero() {
 		t.Fatalf("stored hold after the operator's retry went through: %v %v, want none", until, err)
 	}

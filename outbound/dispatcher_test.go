@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"hookgate/storage/badger"
 	"net"
@@ -33,7 +34,7 @@ func TestDeliveryCarriesTheHeaderContract(t *testing.T) {
 	body := []byte("\x00\xff\xfe binary \r\n{\"x\":1}\xc3\x28")
 	ds := accept(t, db, event{source: "stripe", typ: "invoice.paid", contentType: "text/plain; charset=latin1", body: body}, ep)
 	startDispatcher(t, db, Config{}, ep).Notify(ep.ID)
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	req := rc.request(0)
 	h := req.header
@@ -89,7 +90,7 @@ func TestRedirectIsAFailedAttemptAndNotFollowed(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL+"/hook")
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	as := attempts(t, db, ds[0].ID)
 	if len(as) != 2 || as[0].StatusCode != http.StatusFound || !strings.Contains(as[0].Error, "HTTP 302") || as[1].StatusCode != 200 {
@@ -113,7 +114,7 @@ func TestGoneFailsTheDeliveryAndDisablesTheEndpoint(t *testing.T) {
 	d := startDispatcher(t, db, Config{OnDisable: func(ep storage.Endpoint) { disabled <- ep }}, ep)
 	d.Notify(ep.ID)
 
-	waitFor(t, wait, "the first delivery to fail", inState(t, db, first.ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "the first delivery to fail", inState(t, db, first.ID, storage.StateFailed))
 	got := waitDisabled(t, disabled)
 	stored, err := db.GetEndpoint(context.Background(), ep.ID)
 	if err != nil || !stored.Disabled || stored.DisabledReason == "" || !got.Disabled {
@@ -182,7 +183,7 @@ func TestServerErrorIsRetriedWithBackoffThenSucceeds(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL)
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	as := attempts(t, db, ds[0].ID)
 	if len(as) != 3 || as[0].StatusCode != 500 || as[1].StatusCode != 500 || as[2].StatusCode != 200 {
@@ -210,7 +211,7 @@ func TestTimeoutIsRetried(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) { ep.Timeout = 100 * time.Millisecond })
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	as := attempts(t, db, ds[0].ID)
 	if len(as) != 2 || as[0].StatusCode != 0 || !strings.Contains(as[0].Error, "timeout after 100ms") || as[0].Latency < 100*time.Millisecond {
@@ -233,7 +234,7 @@ func TestConnectionResetIsRetried(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL)
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	as := attempts(t, db, ds[0].ID)
 	if len(as) != 2 || as[0].StatusCode != 0 || as[0].Error == "" || strings.Contains(as[0].Error, rc.URL) {
@@ -274,7 +275,7 @@ func TestRetryAfterIsHonouredUpToMaxInterval(t *testing.T) {
 			ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) { ep.Retry.MaxInterval = tc.maxInterval })
 			ds := accept(t, db, event{}, ep)
 			startDispatcher(t, db, Config{}, ep).Notify()
-			waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+			testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 			if second := rc.request(1).at; second.Before(notBefore) {
 				t.Fatalf("retried %s before Retry-After allowed", notBefore.Sub(second))
 			}
@@ -288,7 +289,7 @@ func TestMaxAttemptsFailsTheDelivery(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) { ep.Retry.MaxAttempts = 3 })
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{CircuitFailures: 100}, ep).Notify()
-	waitFor(t, wait, "dead letter", inState(t, db, ds[0].ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "dead letter", inState(t, db, ds[0].ID, storage.StateFailed))
 
 	as := attempts(t, db, ds[0].ID)
 	if len(as) != 3 || !strings.Contains(as[2].Error, "max_attempts") || rc.count() != 3 {
@@ -306,7 +307,7 @@ func TestMaxElapsedFailsTheDelivery(t *testing.T) {
 	})
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{CircuitFailures: 100}, ep).Notify()
-	waitFor(t, wait, "dead letter", inState(t, db, ds[0].ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "dead letter", inState(t, db, ds[0].ID, storage.StateFailed))
 
 	as := attempts(t, db, ds[0].ID)
 	// Waits of 200, 400 and 800ms fit in 1.5s; the next (1.6s) does not.
@@ -327,7 +328,7 @@ func TestRestartResumesPendingDeliveryOnItsPersistedSchedule(t *testing.T) {
 
 	first := startDispatcher(t, db, Config{}, ep)
 	first.Notify()
-	waitFor(t, wait, "first attempt", func() bool { return delivery(t, db, ds[0].ID).AttemptCount == 1 })
+	testsupport.WaitFor(t, wait, "first attempt", func() bool { return delivery(t, db, ds[0].ID).AttemptCount == 1 })
 	first.Stop(time.Second)
 	pending := delivery(t, db, ds[0].ID)
 	if err := db.Close(); err != nil {
@@ -343,7 +344,7 @@ func TestRestartResumesPendingDeliveryOnItsPersistedSchedule(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery after restart", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery after restart", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	if got := rc.request(1).at; got.Before(pending.NextAttemptAt) {
 		t.Fatalf("retried %s before its persisted due time", pending.NextAttemptAt.Sub(got))
@@ -365,7 +366,7 @@ func TestExpiredLeaseOfACrashedWorkerIsDelivered(t *testing.T) {
 		t.Fatalf("claim: %v, %d jobs", err, len(jobs))
 	}
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery after the lease", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery after the lease", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	if got := rc.request(0).at; got.Before(jobs[0].Delivery.LeaseUntil) || rc.count() != 1 {
 		t.Fatalf("delivered %s before the lease expired (%d requests)", jobs[0].Delivery.LeaseUntil.Sub(got), rc.count())
@@ -397,9 +398,9 @@ func TestSlowEndpointDoesNotHoldBackOthers(t *testing.T) {
 	startDispatcher(t, db, Config{}, slowEp, fastEp).Notify()
 	defer close(release)
 
-	waitFor(t, wait, "the slow endpoint to fill its slots", func() bool { return slow.inFlight() == 2 })
+	testsupport.WaitFor(t, wait, "the slow endpoint to fill its slots", func() bool { return slow.inFlight() == 2 })
 	for _, d := range fastDs {
-		waitFor(t, wait, "the fast endpoint's deliveries", inState(t, db, d.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "the fast endpoint's deliveries", inState(t, db, d.ID, storage.StateSucceeded))
 	}
 	if slow.inFlight() != 2 || slow.count() != 2 {
 		t.Fatalf("slow endpoint: %d in flight, %d requests; want its 2 slots still hung and nothing more", slow.inFlight(), slow.count())
@@ -410,7 +411,7 @@ func TestSlowEndpointDoesNotHoldBackOthers(t *testing.T) {
 		}
 	}
 	release <- struct{}{} // let one hung request finish; the rest follow once release is closed
-	waitFor(t, wait, "a slow slot to free", func() bool { return slow.count() > 2 })
+	testsupport.WaitFor(t, wait, "a slow slot to free", func() bool { return slow.count() > 2 })
 	if slow.maxInFlight() > 2 {
 		t.Fatalf("%d concurrent requests, max_in_flight is 2", slow.maxInFlight())
 	}
@@ -432,7 +433,7 @@ func TestCircuitPausesAFailingEndpointWithoutSpendingAttempts(t *testing.T) {
 	d := startDispatcher(t, db, Config{CircuitFailures: 3, CircuitCooldown: 500 * time.Millisecond}, ep)
 	d.Notify()
 
-	waitFor(t, wait, "the circuit to open", func() bool { return circuitOf(d, ep.ID) == circuitOpen })
+	testsupport.WaitFor(t, wait, "the circuit to open", func() bool { return circuitOf(d, ep.ID) == circuitOpen })
 	spent := func() (n int) {
 		for _, dl := range ds {
 			n += delivery(t, db, dl.ID).AttemptCount
@@ -449,7 +450,7 @@ func TestCircuitPausesAFailingEndpointWithoutSpendingAttempts(t *testing.T) {
 
 	healthy.Store(true)
 	for _, dl := range ds {
-		waitFor(t, wait, "recovery", inState(t, db, dl.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "recovery", inState(t, db, dl.ID, storage.StateSucceeded))
 	}
 	if s := circuitOf(d, ep.ID); s != circuitClosed {
 		t.Fatalf("circuit %s after recovery", s)
@@ -466,7 +467,7 @@ func TestRateLimitPacesAttempts(t *testing.T) {
 	}
 	startDispatcher(t, db, Config{}, ep).Notify()
 	for _, d := range ds {
-		waitFor(t, wait, "delivery", inState(t, db, d.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "delivery", inState(t, db, d.ID, storage.StateSucceeded))
 	}
 	reqs := rc.all()
 	// 20/s with a burst of 2: the 12th attempt starts at least 10 intervals
@@ -484,7 +485,7 @@ func TestPrivateTargetIsRefusedByDefault(t *testing.T) {
 	ep := testEndpoint(t, db, "local", "http://localhost:"+port+"/hook")
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{Client: NewClient(false)}, ep).Notify()
-	waitFor(t, wait, "a refused attempt", func() bool { return delivery(t, db, ds[0].ID).AttemptCount >= 1 })
+	testsupport.WaitFor(t, wait, "a refused attempt", func() bool { return delivery(t, db, ds[0].ID).AttemptCount >= 1 })
 
 	as := attempts(t, db, ds[0].ID)
 	if !strings.Contains(as[0].Error, "refused to connect") || !strings.Contains(as[0].Error, "loopback") || rc.count() != 0 {
@@ -508,21 +509,21 @@ func TestStopLetsAnInFlightAttemptFinish(t *testing.T) {
 	ds := accept(t, db, event{}, ep)
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify()
-	waitFor(t, wait, "the attempt to start", func() bool { return rc.inFlight() == 1 })
+	testsupport.WaitFor(t, wait, "the attempt to start", func() bool { return rc.inFlight() == 1 })
 
 	stopped := make(chan struct{})
 	go func() {
 		d.Stop(wait)
 		close(stopped)
 	}()
-	waitFor(t, wait, "Stop to begin", func() bool { return d.claimCtx.Err() != nil })
+	testsupport.WaitFor(t, wait, "Stop to begin", func() bool { return d.claimCtx.Err() != nil })
 	select {
 	case <-stopped:
 		t.Fatal("Stop returned while an attempt was in flight")
 	default:
 	}
 	close(release)
-	waitFor(t, wait, "Stop to return", func() bool {
+	testsupport.WaitFor(t, wait, "Stop to return", func() bool {
 		select {
 		case <-stopped:
 			return true
@@ -546,7 +547,7 @@ func TestStopAfterGraceReleasesTheClaim(t *testing.T) {
 	ds := accept(t, db, event{}, ep)
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify()
-	waitFor(t, wait, "the attempt to start", func() bool { return rc.inFlight() == 1 })
+	testsupport.WaitFor(t, wait, "the attempt to start", func() bool { return rc.inFlight() == 1 })
 	d.Stop(50 * time.Millisecond)
 
 	dl := delivery(t, db, ds[0].ID)
@@ -554,7 +555,7 @@ func TestStopAfterGraceReleasesTheClaim(t *testing.T) {
 		t.Fatalf("after Stop: %+v; want released, due now, no attempt counted", dl)
 	}
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery by the next dispatcher", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery by the next dispatcher", inState(t, db, ds[0].ID, storage.StateSucceeded))
 }
 
 func TestEndpointSetChanges(t *testing.T) {
@@ -567,7 +568,7 @@ func TestEndpointSetChanges(t *testing.T) {
 	dsB := accept(t, db, event{}, epB)
 	d.UpsertEndpoint(epB)
 	d.Notify(epB.ID)
-	waitFor(t, wait, "the added endpoint", inState(t, db, dsB[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the added endpoint", inState(t, db, dsB[0].ID, storage.StateSucceeded))
 
 	epB.Disabled = true
 	d.SetEndpoints([]storage.Endpoint{epB})
@@ -581,7 +582,7 @@ func TestEndpointSetChanges(t *testing.T) {
 	}
 	epB.Disabled = false
 	d.UpsertEndpoint(epB)
-	waitFor(t, wait, "the re-enabled endpoint", inState(t, db, dsB[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the re-enabled endpoint", inState(t, db, dsB[0].ID, storage.StateSucceeded))
 	d.RemoveEndpoint(epB.ID)
 	if _, ok := endpointLoopOf(d, epB.ID); ok {
 		t.Fatal("RemoveEndpoint kept the endpoint")
@@ -624,7 +625,7 @@ func waitForPasses(t *testing.T, d *Dispatcher, id string, n int64) {
 	t.Helper()
 	l, _ := endpointLoopOf(d, id)
 	target := l.passes.Load() + n
-	waitFor(t, wait, "loop passes", func() bool {
+	testsupport.WaitFor(t, wait, "loop passes", func() bool {
 		d.Notify(id)
 		return l.passes.Load() >= target
 	})
@@ -712,7 +713,7 @@ func TestLargeMaxInFlightWithABacklogStillDelivers(t *testing.T) {
 		done += k
 	}
 	startDispatcher(t, db, Config{}, ep).Notify(ep.ID)
-	waitFor(t, 60*time.Second, "the whole backlog", func() bool { return rc.count() >= n })
+	testsupport.WaitFor(t, 60*time.Second, "the whole backlog", func() bool { return rc.count() >= n })
 }
 
 // An attempt a shutdown abandons after its grace is cut on the wire too:
@@ -733,7 +734,7 @@ func TestStopAfterGraceEndsTheReceiversRequest(t *testing.T) {
 	accept(t, db, event{}, ep)
 	d := startDispatcher(t, db, Config{}, ep)
 	d.Notify()
-	waitFor(t, wait, "the attempt to start", func() bool { return rc.inFlight() == 1 })
+	testsupport.WaitFor(t, wait, "the attempt to start", func() bool { return rc.inFlight() == 1 })
 	d.Stop(50 * time.Millisecond)
 	select {
 	case <-ended:
@@ -815,7 +816,7 @@ func TestRetriesFollowThePolicyOnTheDispatchersClock(t *testing.T) {
 	wantGaps := []time.Duration{10 * time.Second, 30 * time.Second, 60 * time.Second, 60 * time.Second}
 	at := start
 	for n := 1; n <= 5; n++ {
-		waitFor(t, wait, "attempt "+strconv.Itoa(n), func() bool { return delivery(t, db, ds[0].ID).AttemptCount == n })
+		testsupport.WaitFor(t, wait, "attempt "+strconv.Itoa(n), func() bool { return delivery(t, db, ds[0].ID).AttemptCount == n })
 		got := delivery(t, db, ds[0].ID)
 		if n == 5 {
 			if got.State != storage.StateFailed {

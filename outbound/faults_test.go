@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"hookgate/storage/badger"
 )
@@ -222,7 +223,7 @@ func TestFaultsRandomServerErrors(t *testing.T) {
 			ds := acceptN(t, db, 30, ep)
 			ord.set(ds)
 			startDispatcher(t, db, faultsConfig, ep).Notify()
-			waitFor(t, wait, "every delivery to settle", settled(t, db, ds))
+			testsupport.WaitFor(t, wait, "every delivery to settle", settled(t, db, ds))
 
 			outcomes := map[storage.DeliveryState]int{}
 			ofDeliveries := 0
@@ -270,7 +271,7 @@ func TestFaultsReceiverTimesOut(t *testing.T) {
 	recovers := testEndpoint(t, db, "recovers", rc.URL+"/recovers", func(ep *storage.Endpoint) { ep.Timeout = timeout })
 	ds := append(acceptN(t, db, 2, hang), acceptN(t, db, 1, recovers)...)
 	startDispatcher(t, db, faultsConfig, hang, recovers).Notify()
-	waitFor(t, wait, "every delivery to settle", settled(t, db, ds))
+	testsupport.WaitFor(t, wait, "every delivery to settle", settled(t, db, ds))
 
 	for i, d := range ds {
 		p := hang.Retry
@@ -348,7 +349,7 @@ func checkResets(t *testing.T, keepAlive bool) {
 		}
 	}
 	startDispatcher(t, db, faultsConfig, list...).Notify()
-	waitFor(t, wait, "every delivery to settle", settled(t, db, ds))
+	testsupport.WaitFor(t, wait, "every delivery to settle", settled(t, db, ds))
 
 	for _, d := range ds {
 		checkAgainstLedger(t, db, l, eps[d.Endpoint].Retry, d)
@@ -432,7 +433,7 @@ func TestFaultsTooManyRequestsWithRetryAfter(t *testing.T) {
 	}
 	start := time.Now()
 	startDispatcher(t, db, faultsConfig, eps...).Notify()
-	waitFor(t, wait, "every delivery to settle", settled(t, db, ds))
+	testsupport.WaitFor(t, wait, "every delivery to settle", settled(t, db, ds))
 	close(early)
 	for msg := range early {
 		t.Error("retried before Retry-After allowed: " + msg)
@@ -535,17 +536,17 @@ func TestFaultsReceiverDownForAWhile(t *testing.T) {
 	d := startDispatcher(t, db, faultsConfig, patient, impatient)
 	before := accept(t, db, event{}, patient)[0]
 	d.Notify()
-	waitFor(t, wait, "the delivery before the outage", inState(t, db, before.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the delivery before the outage", inState(t, db, before.ID, storage.StateSucceeded))
 
 	rc.down()
 	during := accept(t, db, event{}, patient)[0]
 	gaveUp := accept(t, db, event{}, impatient)[0]
 	d.Notify()
-	waitFor(t, wait, "attempts against the closed port", func() bool {
+	testsupport.WaitFor(t, wait, "attempts against the closed port", func() bool {
 		return delivery(t, db, during.ID).AttemptCount >= 3 && delivery(t, db, gaveUp.ID).State.Terminal()
 	})
 	rc.up()
-	waitFor(t, wait, "the delivery after the outage", inState(t, db, during.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the delivery after the outage", inState(t, db, during.ID, storage.StateSucceeded))
 
 	checkAgainstLedger(t, db, l, patient.Retry, before)
 	// Refused attempts never reach a receiver: each is recorded without a
@@ -617,18 +618,18 @@ func TestFaultsStoreClaimAndComplete(t *testing.T) {
 	d := startDispatcher(t, q, cfg, ep)
 	first := accept(t, db, event{}, ep)[0]
 	d.Notify()
-	waitFor(t, wait, "failed claims", func() bool { return q.claims.Load() >= 3 })
+	testsupport.WaitFor(t, wait, "failed claims", func() bool { return q.claims.Load() >= 3 })
 	if got := delivery(t, db, first.ID); got.State != storage.StatePending || got.AttemptCount != 0 || rc.count() != 0 {
 		t.Fatalf("while Claim fails: %+v after %d requests; want pending, untouched", got, rc.count())
 	}
 	q.failClaim.Store(false)
 	d.Notify()
-	waitFor(t, wait, "delivery after Claim recovers", inState(t, db, first.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery after Claim recovers", inState(t, db, first.ID, storage.StateSucceeded))
 
 	q.failComplete.Store(true)
 	second := accept(t, db, event{}, ep)[0]
 	d.Notify()
-	waitFor(t, wait, "a failed Complete", func() bool { return q.completes.Load() >= 1 })
+	testsupport.WaitFor(t, wait, "a failed Complete", func() bool { return q.completes.Load() >= 1 })
 	got := delivery(t, db, second.ID)
 	if got.State != storage.StateDelivering || got.AttemptCount != 0 || len(attempts(t, db, second.ID)) != 0 {
 		t.Fatalf("after a failed Complete: %+v; want still claimed, no attempt recorded", got)
@@ -636,7 +637,7 @@ func TestFaultsStoreClaimAndComplete(t *testing.T) {
 	q.failComplete.Store(false)
 	skew.Store(int64(got.LeaseUntil.Sub(time.Now()) + time.Second)) // the lease has expired
 	d.Notify()
-	waitFor(t, wait, "delivery after the lease", inState(t, db, second.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery after the lease", inState(t, db, second.ID, storage.StateSucceeded))
 
 	saw := l.of(second.IdempotencyKey)
 	as := attempts(t, db, second.ID)
@@ -655,7 +656,7 @@ func TestFaultsHugeResponseHeaders(t *testing.T) {
 	ep := testEndpoint(t, db, "huge", rc.URL, func(ep *storage.Endpoint) { ep.Retry.MaxAttempts = 1 })
 	ds := acceptN(t, db, 1, ep)
 	startDispatcher(t, db, faultsConfig, ep).Notify()
-	waitFor(t, wait, "the delivery to settle", settled(t, db, ds))
+	testsupport.WaitFor(t, wait, "the delivery to settle", settled(t, db, ds))
 	if d := delivery(t, db, ds[0].ID); d.State != storage.StateFailed || !strings.Contains(d.LastError, "header") {
 		t.Fatalf("delivery answered with %d MiB of headers: %s (%q); want failed", 2*maxResponseHeader>>20, d.State, d.LastError)
 	}

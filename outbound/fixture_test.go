@@ -145,18 +145,6 @@ func startDispatcher(t testing.TB, db Store, cfg Config, eps ...storage.Endpoint
 	return d
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling step, not a fixed wait
-	}
-}
-
 // delivery reads a delivery from the store.
 func delivery(t testing.TB, db *badger.DB, id string) storage.Delivery {
 	t.Helper()

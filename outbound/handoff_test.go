@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"crypto/sha256"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"hookgate/storage/badger"
 	"net/http"
@@ -34,14 +35,14 @@ func TestHandOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Hand([]storage.Job{{Delivery: ds, Event: ev}})
-	waitFor(t, 5*time.Second, "the handed delivery to arrive", func() bool { return rc.inFlight() == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the handed delivery to arrive", func() bool { return rc.inFlight() == 1 })
 	close(release)
-	waitFor(t, 5*time.Second, "the delivery to succeed", inState(t, db, ds.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, 5*time.Second, "the delivery to succeed", inState(t, db, ds.ID, storage.StateSucceeded))
 	if got := attempts(t, db, ds.ID); len(got) != 1 || got[0].N != 1 {
 		t.Fatalf("attempts %+v", got)
 	}
 	// The slot is free again; an unused reservation gives it back.
-	waitFor(t, 5*time.Second, "the slot to free", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the slot to free", func() bool {
 		l := d.Reserve([]string{"ep"}, time.Now())
 		if l[0].IsZero() {
 			return false
@@ -51,7 +52,7 @@ func TestHandOff(t *testing.T) {
 	})
 	// Unreserve pokes the loop, whose pass may hold the free slot for a
 	// moment (reserveSlot): ask until it is free again.
-	waitFor(t, 5*time.Second, "the slot Unreserve gave back", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the slot Unreserve gave back", func() bool {
 		l := d.Reserve([]string{"ep", "unknown"}, time.Now())
 		if !l[1].IsZero() {
 			t.Fatalf("reserved a slot of an unknown endpoint: %v", l)
@@ -66,7 +67,7 @@ func TestHandOff(t *testing.T) {
 // finds none: it tries again until a slot is free.
 func reserveSlot(t *testing.T, d *Dispatcher, id string) (now, lease time.Time) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "a free slot for the hand-off", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "a free slot for the hand-off", func() bool {
 		now = time.Now().UTC()
 		lease = d.Reserve([]string{id}, now)[0]
 		return !lease.IsZero()
@@ -166,14 +167,14 @@ func TestReserveDuringClaimKeepsMaxInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Hand([]storage.Job{{Delivery: handed, Event: ev}})
-	waitFor(t, 5*time.Second, "the handed delivery to arrive", func() bool { return rc.inFlight() == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the handed delivery to arrive", func() bool { return rc.inFlight() == 1 })
 	close(gs.gate)
 	// The next planning pass starts only after the gated pass has
 	// accounted for what its claim took.
-	waitFor(t, 5*time.Second, "the loop's next pass", func() bool { return loopPasses(d, "ep") >= 2 })
+	testsupport.WaitFor(t, 5*time.Second, "the loop's next pass", func() bool { return loopPasses(d, "ep") >= 2 })
 	_ = pending
 	if n := loopInFlight(d, "ep"); n > 1 {
-		waitFor(t, 5*time.Second, "both requests at the receiver", func() bool { return rc.inFlight() == 2 })
+		testsupport.WaitFor(t, 5*time.Second, "both requests at the receiver", func() bool { return rc.inFlight() == 2 })
 		t.Fatalf("max_in_flight 1, but %d attempts in flight (receiver has %d requests at once): the hand-off's Reserve took the slot the loop's claim had planned", n, rc.inFlight())
 	}
 }
@@ -203,7 +204,7 @@ func TestReserveDuringClaimKeepsRateLimit(t *testing.T) {
 	}
 	d.Hand([]storage.Job{{Delivery: handed, Event: ev}})
 	close(gs.gate)
-	waitFor(t, 5*time.Second, "both deliveries to arrive", func() bool { return rc.count() == 2 })
+	testsupport.WaitFor(t, 5*time.Second, "both deliveries to arrive", func() bool { return rc.count() == 2 })
 	gap := rc.request(1).at.Sub(rc.request(0).at)
 	if gap < 900*time.Millisecond {
 		t.Fatalf("rate_limit 1/s (burst 1): two attempts %s apart", gap)
@@ -229,7 +230,7 @@ func TestHandDoesNotSendToADisabledEndpoint(t *testing.T) {
 	off.Disabled, off.DisabledReason = true, "disabled by the operator"
 	d.UpsertEndpoint(off) // what the admin PATCH's registry reload does
 	d.Hand([]storage.Job{{Delivery: handed, Event: ev}})
-	waitFor(t, 5*time.Second, "the handed delivery to be sent or put back", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the handed delivery to be sent or put back", func() bool {
 		dl := delivery(t, db, handed.ID)
 		return rc.count() > 0 || dl.State != storage.StateDelivering || !dl.LeaseUntil.Equal(handed.LeaseUntil)
 	})
@@ -279,7 +280,7 @@ func TestHandDoesNotOutliveItsLease(t *testing.T) {
 	longer.Timeout = time.Hour // PATCH {"timeout":"1h"} between the write and the hand-off
 	d.UpsertEndpoint(longer)
 	d.Hand([]storage.Job{{Delivery: handed, Event: ev}})
-	waitFor(t, 5*time.Second, "the handed delivery to arrive", func() bool { return rc.count() == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the handed delivery to arrive", func() bool { return rc.count() == 1 })
 	// It was not sent under the lease made for the 1s timeout: Hand put it
 	// back and the loop claimed it under one that covers the 1h timeout,
 	// so no later claim can send it again while this attempt runs.
@@ -307,7 +308,7 @@ func TestHandDoesNotSendWhileTheCircuitIsOpen(t *testing.T) {
 	// Meanwhile another delivery fails: the circuit opens for an hour.
 	other := accept(t, db, event{}, ep)
 	d.Notify("ep")
-	waitFor(t, 5*time.Second, "the circuit to open", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the circuit to open", func() bool {
 		d.mu.RLock()
 		l := d.endpoints["ep"]
 		d.mu.RUnlock()
@@ -316,12 +317,12 @@ func TestHandDoesNotSendWhileTheCircuitIsOpen(t *testing.T) {
 		return l.circuit.state == circuitOpen && len(attempts(t, db, other[0].ID)) == 1
 	})
 	d.Hand([]storage.Job{{Delivery: handed, Event: ev}})
-	waitFor(t, 5*time.Second, "the handed delivery to be sent or put back", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the handed delivery to be sent or put back", func() bool {
 		dl := delivery(t, db, handed.ID)
 		return rc.count() > 1 || dl.State != storage.StateDelivering || !dl.LeaseUntil.Equal(handed.LeaseUntil)
 	})
 	if n := rc.count(); n > 1 {
-		waitFor(t, 5*time.Second, "the attempt to be recorded", func() bool { return len(attempts(t, db, handed.ID)) == 1 })
+		testsupport.WaitFor(t, 5*time.Second, "the attempt to be recorded", func() bool { return len(attempts(t, db, handed.ID)) == 1 })
 		t.Fatalf("the paused endpoint (circuit open for 1h) got the handed delivery; it spent attempt %d: %+v",
 			len(attempts(t, db, handed.ID)), attempts(t, db, handed.ID)[0].Error)
 	}

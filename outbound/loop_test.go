@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"hookgate/storage/badger"
 	"net/http"
@@ -35,7 +36,7 @@ func TestPausedEndpointFailsDeliveriesPastMaxElapsed(t *testing.T) {
 	clock.set(start.Add(2 * time.Hour))
 	passTwice(t, d, "dead")
 	for _, id := range ids {
-		waitFor(t, 10*time.Second, id+" failed", inState(t, db, id, storage.StateFailed))
+		testsupport.WaitFor(t, 10*time.Second, id+" failed", inState(t, db, id, storage.StateFailed))
 	}
 	sent, unsent := 0, 0
 	for _, id := range ids {
@@ -67,7 +68,7 @@ func TestPausedEndpointCancelsAForeignDelivery(t *testing.T) {
 	d, ep, _, clock, start := pausedDeadEndpoint(t, db, db, Config{})
 	foreign := acceptAs(t, db, "globex", ep, start)
 	clock.set(start.Add(2 * time.Hour))
-	waitFor(t, 10*time.Second, "the foreign delivery cancelled", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the foreign delivery cancelled", func() bool {
 		d.Notify("dead")
 		return delivery(t, db, foreign.ID).State == storage.StateCancelled
 	})
@@ -129,7 +130,7 @@ func pausedDeadEndpoint(t *testing.T, store Store, db *badger.DB, cfg Config) (*
 	clock := &fakeClock{t: start}
 	cfg.Now, cfg.CircuitFailures, cfg.CircuitCooldown = clock.Now, 2, 10*time.Hour
 	d := startDispatcher(t, store, cfg, ep)
-	waitFor(t, 10*time.Second, "two attempts, the circuit open", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "two attempts, the circuit open", func() bool {
 		n := 0
 		for _, id := range ids {
 			n += delivery(t, db, id).AttemptCount
@@ -145,7 +146,7 @@ func passTwice(t *testing.T, d *Dispatcher, id string) {
 	t.Helper()
 	l := d.endpoints[id]
 	target := l.passes.Load() + 2
-	waitFor(t, 30*time.Second, "the loop planned twice", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "the loop planned twice", func() bool {
 		d.Notify(id)
 		return l.passes.Load() >= target
 	})
@@ -171,7 +172,7 @@ func TestPausedExpiryLeavesAnEndpointDisabledDuringItsClaim(t *testing.T) {
 	}
 	store.hook.Store(&disable)
 	clock.set(start.Add(2 * time.Hour)) // past max_elapsed (1h)
-	waitFor(t, 30*time.Second, "the sweep claimed", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "the sweep claimed", func() bool {
 		d.Notify("dead")
 		select {
 		case <-fired:
@@ -203,10 +204,10 @@ func TestPausedExpiryIsCounted(t *testing.T) {
 	clock.set(start.Add(2 * time.Hour))
 	passTwice(t, d, "dead")
 	for _, id := range ids {
-		waitFor(t, 10*time.Second, id+" failed", inState(t, db, id, storage.StateFailed))
+		testsupport.WaitFor(t, 10*time.Second, id+" failed", inState(t, db, id, storage.StateFailed))
 	}
 	// Counted once the store has the outcome.
-	waitFor(t, 10*time.Second, "every failure counted", func() bool { return m.count(VerdictFailed) >= len(ids) })
+	testsupport.WaitFor(t, 10*time.Second, "every failure counted", func() bool { return m.count(VerdictFailed) >= len(ids) })
 	if got := m.count(VerdictFailed); got != len(ids) {
 		t.Errorf("failures reported to Metrics: %d, want %d (every delivery failed once)", got, len(ids))
 	}
@@ -380,7 +381,7 @@ func TestPausedExpiryYieldsToAResumeDuringItsClaim(t *testing.T) {
 	start := time.Now()
 	clock := &fakeClock{t: start}
 	d := startDispatcher(t, store, Config{Now: clock.Now, CircuitFailures: 2, CircuitCooldown: 10 * time.Hour}, ep)
-	waitFor(t, 10*time.Second, "two attempts, the circuit open", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "two attempts, the circuit open", func() bool {
 		return rc.count() == 2 && circuitOf(d, "dead") == circuitOpen
 	})
 	passTwice(t, d, "dead") // the sweep at start (nothing expired) is over
@@ -402,7 +403,7 @@ func TestPausedExpiryYieldsToAResumeDuringItsClaim(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the sweep did not claim")
 	}
-	waitFor(t, 20*time.Second, "every delivery settled", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "every delivery settled", func() bool {
 		d.Notify("dead")
 		for _, id := range ids {
 			if !delivery(t, db, id).State.Terminal() {
@@ -472,7 +473,7 @@ func TestGoneFromOldURLDoesNotDisableEndpointMovedMeanwhile(t *testing.T) {
 	}
 	ds := accept(t, db, event{}, ep)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the attempt to the old URL", inState(t, db, ds[0].ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "the attempt to the old URL", inState(t, db, ds[0].ID, storage.StateFailed))
 	d.Stop(wait) // waits for the attempt goroutine, including its disable
 
 	stored, err := db.GetEndpoint(context.Background(), ep.ID)
@@ -498,7 +499,7 @@ func TestMovingAnEndpointClosesItsCircuit(t *testing.T) {
 	}
 	d := startDispatcher(t, db, Config{CircuitFailures: 3, CircuitCooldown: time.Hour}, ep)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the circuit to open", func() bool { return circuitOf(d, ep.ID) == circuitOpen })
+	testsupport.WaitFor(t, wait, "the circuit to open", func() bool { return circuitOf(d, ep.ID) == circuitOpen })
 
 	ep.URL = fixed.URL
 	if err := db.PutEndpoint(context.Background(), &ep); err != nil {
@@ -510,7 +511,7 @@ func TestMovingAnEndpointClosesItsCircuit(t *testing.T) {
 	}
 	d.Notify(ep.ID)
 	for _, dl := range ds {
-		waitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
 	}
 }
 
@@ -541,7 +542,7 @@ func TestOldURLProbeDoesNotReopenCircuitOfMovedEndpoint(t *testing.T) {
 	}
 	d := startDispatcher(t, db, Config{CircuitFailures: 3, CircuitCooldown: 300 * time.Millisecond, CircuitMaxCooldown: time.Hour}, ep)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the probe to the old URL in flight", func() bool { return broken.count() == 4 && broken.inFlight() == 1 })
+	testsupport.WaitFor(t, wait, "the probe to the old URL in flight", func() bool { return broken.count() == 4 && broken.inFlight() == 1 })
 
 	ep.URL = fixed.URL
 	if err := db.PutEndpoint(context.Background(), &ep); err != nil {
@@ -559,7 +560,7 @@ func TestOldURLProbeDoesNotReopenCircuitOfMovedEndpoint(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, wait, "the old URL's probe outcome", func() bool { return total() >= 4 })
+	testsupport.WaitFor(t, wait, "the old URL's probe outcome", func() bool { return total() >= 4 })
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
 		if s := circuitOf(d, ep.ID); s != circuitClosed {
@@ -571,7 +572,7 @@ func TestOldURLProbeDoesNotReopenCircuitOfMovedEndpoint(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling step
 	}
 	for _, dl := range ds {
-		waitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
+		testsupport.WaitFor(t, wait, "delivery to the new URL", inState(t, db, dl.ID, storage.StateSucceeded))
 	}
 }
 
@@ -615,7 +616,7 @@ func TestStaleProbeDoesNotFreeTheNewProbeSlot(t *testing.T) {
 	t.Cleanup(unblockB)
 	t.Cleanup(unblockA)
 	d.Notify(ep.ID)
-	waitFor(t, wait, "the probe to the old URL in flight", func() bool { return oldURL.count() == 2 && oldURL.inFlight() == 1 })
+	testsupport.WaitFor(t, wait, "the probe to the old URL in flight", func() bool { return oldURL.count() == 2 && oldURL.inFlight() == 1 })
 
 	ep.URL, ep.MaxInFlight = newURL.URL, 4
 	if err := db.PutEndpoint(context.Background(), &ep); err != nil {
@@ -626,11 +627,11 @@ func TestStaleProbeDoesNotFreeTheNewProbeSlot(t *testing.T) {
 	// The new URL: one failure (circuit open), two hanging attempts
 	// claimed before it opened, then after the cool-down its probe (the
 	// 4th request) hangs.
-	waitFor(t, wait, "the new URL's half-open probe in flight", func() bool {
+	testsupport.WaitFor(t, wait, "the new URL's half-open probe in flight", func() bool {
 		return newURL.count() == 4 && circuitOf(d, ep.ID) == circuitHalfOpen
 	})
 	unblockA() // the old URL's probe ends (500)
-	waitFor(t, wait, "the old URL's probe to end", func() bool { return oldURL.inFlight() == 0 })
+	testsupport.WaitFor(t, wait, "the old URL's probe to end", func() bool { return oldURL.inFlight() == 0 })
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
 		if n := newURL.count(); n > 4 {

@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"net/http"
 	"strings"
@@ -57,7 +58,7 @@ func TestSwitchingProtocolsAnswerIsBoundedByTheTimeout(t *testing.T) {
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{}, ep)
 	t.Cleanup(release) // before Stop, which waits for the attempt
-	waitFor(t, 3*time.Second, "the first request", func() bool { return rc.count() >= 1 })
+	testsupport.WaitFor(t, 3*time.Second, "the first request", func() bool { return rc.count() >= 1 })
 	// The timeout is 200ms and the retry policy milliseconds: within a few
 	// seconds the attempt must be recorded and the delivery retried.
 	deadline := time.Now().Add(3 * time.Second)
@@ -89,7 +90,7 @@ func TestStopIsBoundedWhenAReceiverSwitchesProtocols(t *testing.T) {
 	accept(t, db, event{}, ep)
 	d := startDispatcher(t, db, Config{}, ep)
 	t.Cleanup(release)
-	waitFor(t, 3*time.Second, "the first request", func() bool { return rc.count() >= 1 })
+	testsupport.WaitFor(t, 3*time.Second, "the first request", func() bool { return rc.count() >= 1 })
 	stopped := make(chan struct{})
 	go func() {
 		d.Stop(100 * time.Millisecond)
@@ -158,9 +159,9 @@ func TestDribblingReceiversAreBoundedByTheTimeout(t *testing.T) {
 	a, b, c := mk("ok-endless", okEndless.URL), mk("err-endless", errEndless.URL), mk("slow-head", slowHead.URL)
 	da, db2, dc := accept(t, db, event{}, a)[0], accept(t, db, event{}, b)[0], accept(t, db, event{}, c)[0]
 	startDispatcher(t, db, faultsConfig, a, b, c).Notify()
-	waitFor(t, wait, "the endless 200 to count as delivered", inState(t, db, da.ID, storage.StateSucceeded))
-	waitFor(t, wait, "the endless 500 to fail after max_attempts", inState(t, db, db2.ID, storage.StateFailed))
-	waitFor(t, wait, "the dribbled status line to fail after max_attempts", inState(t, db, dc.ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "the endless 200 to count as delivered", inState(t, db, da.ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "the endless 500 to fail after max_attempts", inState(t, db, db2.ID, storage.StateFailed))
+	testsupport.WaitFor(t, wait, "the dribbled status line to fail after max_attempts", inState(t, db, dc.ID, storage.StateFailed))
 	for _, as := range [][]storage.Attempt{attempts(t, db, db2.ID), attempts(t, db, dc.ID)} {
 		if len(as) != 2 {
 			t.Fatalf("attempts %+v; want 2", as)
@@ -215,7 +216,7 @@ func TestEventTypeWithControlCharacterIsDelivered(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL, func(ep *storage.Endpoint) { ep.Retry.MaxAttempts = 3 })
 	ds := accept(t, db, event{typ: "invoice.paid\n", body: []byte(`{"id":"evt_1","type":"invoice.paid\n"}`)}, ep)
 	startDispatcher(t, db, Config{CircuitFailures: 100}, ep).Notify()
-	waitFor(t, wait, "the delivery to end", func() bool { return delivery(t, db, ds[0].ID).State.Terminal() })
+	testsupport.WaitFor(t, wait, "the delivery to end", func() bool { return delivery(t, db, ds[0].ID).State.Terminal() })
 
 	if s := delivery(t, db, ds[0].ID).State; s != storage.StateSucceeded || rc.count() == 0 {
 		t.Fatalf("delivery %s after %d requests reached the endpoint; attempts %+v", s, rc.count(), attempts(t, db, ds[0].ID))
@@ -264,7 +265,7 @@ func TestEventTypeWithControlCharacterDoesNotPauseAHealthyEndpoint(t *testing.T)
 	good := accept(t, db, event{}, ep)[0]
 	d := startDispatcher(t, db, Config{CircuitFailures: 3, CircuitCooldown: time.Minute}, ep)
 	d.Notify()
-	waitFor(t, wait, "the ordinary delivery to be settled or the circuit to open", func() bool {
+	testsupport.WaitFor(t, wait, "the ordinary delivery to be settled or the circuit to open", func() bool {
 		return delivery(t, db, good.ID).State.Terminal() || circuitOf(d, ep.ID) == circuitOpen
 	})
 	if s := delivery(t, db, good.ID).State; s != storage.StateSucceeded {
@@ -286,7 +287,7 @@ func TestResponseExcerptIsAPrefixOfTheResponse(t *testing.T) {
 	ep := testEndpoint(t, db, "ep", rc.URL)
 	ds := accept(t, db, event{}, ep)
 	startDispatcher(t, db, Config{}, ep).Notify()
-	waitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
+	testsupport.WaitFor(t, wait, "delivery", inState(t, db, ds[0].ID, storage.StateSucceeded))
 
 	as := attempts(t, db, ds[0].ID)
 	got := as[0].Response
@@ -308,7 +309,7 @@ func TestDeliveryForAnotherTenantsEndpointIsCancelledUnsent(t *testing.T) {
 	foreign := accept(t, db, event{}, ep)[0] // written for tenant acme
 	d := startDispatcher(t, db, Config{CircuitFailures: 1}, ep)
 	d.Notify()
-	waitFor(t, wait, "the foreign delivery to be cancelled", inState(t, db, foreign.ID, storage.StateCancelled))
+	testsupport.WaitFor(t, wait, "the foreign delivery to be cancelled", inState(t, db, foreign.ID, storage.StateCancelled))
 	if n := rc.count(); n != 0 {
 		t.Fatalf("globex's endpoint received %d requests for acme's event", n)
 	}

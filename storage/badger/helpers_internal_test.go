@@ -64,18 +64,6 @@ func keptAndDue(t *testing.T, db *DB, now time.Time, n, keep int) (kept, due []s
 	return kept, due
 }
 
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling step
-	}
-}
-
 // dropTenantIndex makes db a store from before the tenant index of
 // deliveries: no index, no mark that it was built.
 func dropTenantIndex(t *testing.T, db *DB) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -28,9 +29,9 @@ func TestFastPathResendWaitsForTheSync(t *testing.T) {
 	first := acceptRequest("k", `{"v":2}`, now, "ep1")
 	firstDone := make(chan error, 1)
 	go func() { _, err := db.Accept(ctx, first); firstDone <- err }()
-	waitFor(t, 10*time.Second, "the first send's sync to start", h.entered.Load)
+	testsupport.WaitFor(t, 10*time.Second, "the first send's sync to start", h.entered.Load)
 	// Its record is committed (visible) while its sync is held.
-	waitFor(t, 10*time.Second, "the first send's write to be visible", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the first send's write to be visible", func() bool {
 		_, err := db.GetEvent(ctx, first.Event.ID)
 		return err == nil
 	})

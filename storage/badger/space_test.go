@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"hookgate/internal/testsupport"
 	"testing"
 	"time"
 )
@@ -73,7 +74,7 @@ func TestReserveFollowsTheLevels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "tables on disk", func() bool { return len(db.db.Tables()) > 0 })
+	testsupport.WaitFor(t, 10*time.Second, "tables on disk", func() bool { return len(db.db.Tables()) > 0 })
 	if got := db.reserve(); got <= empty {
 		t.Fatalf("reserve %d with tables on disk, %d empty: want more", got, empty)
 	}

@@ -3,6 +3,7 @@ package badger
 import (
 	"errors"
 	"fmt"
+	"hookgate/internal/testsupport"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,9 +32,9 @@ func TestSecondSyncRunsWhileTheFirstIsHeld(t *testing.T) {
 			h := holdSyncs(t, db, false, tc.heldErr)
 			first, second := make(chan error, 1), make(chan error, 1)
 			go func() { first <- setTestKey(db, "test/first") }()
-			waitFor(t, 10*time.Second, "the first write's sync to start", h.entered.Load)
+			testsupport.WaitFor(t, 10*time.Second, "the first write's sync to start", h.entered.Load)
 			go func() { second <- setTestKey(db, "test/second") }()
-			waitFor(t, 10*time.Second, "the second write's sync of the same log while the first is held", func() bool {
+			testsupport.WaitFor(t, 10*time.Second, "the second write's sync of the same log while the first is held", func() bool {
 				h.mu.Lock()
 				defer h.mu.Unlock()
 				return slices.ContainsFunc(h.during, func(f *os.File) bool { return f.Name() == h.held.Name() })
@@ -126,7 +127,7 @@ func TestCloseWaitsForTheSyncInFlight(t *testing.T) {
 	h := holdSyncs(t, db, false, nil)
 	written, closed := make(chan error, 1), make(chan error, 1)
 	go func() { written <- setTestKey(db, "test/held") }()
-	waitFor(t, 10*time.Second, "the write's sync to start", h.entered.Load)
+	testsupport.WaitFor(t, 10*time.Second, "the write's sync to start", h.entered.Load)
 	go func() { closed <- db.Close() }()
 	select {
 	case err := <-closed:
@@ -174,7 +175,7 @@ func TestWritesWaitWhenTheSyncsFallBehind(t *testing.T) {
 	errs := make(chan error, committed+1)
 	for i := range committed {
 		go func() { errs <- setTestKey(db, fmt.Sprintf("test/%03d", i)) }()
-		waitFor(t, 10*time.Second, fmt.Sprintf("write %d to be committed", i), func() bool {
+		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("write %d to be committed", i), func() bool {
 			return db.applying.Load() >= base+i+1
 		})
 	}

@@ -2,6 +2,7 @@ package badger
 
 import (
 	"context"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"testing"
 	"time"
@@ -140,7 +141,7 @@ func TestTenantIndexBuildGoesPastAnUnreadableDeliveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	waitFor(t, 10*time.Second, "the tenant index to be built", db.tenantIndexReady.Load)
+	testsupport.WaitFor(t, 10*time.Second, "the tenant index to be built", db.tenantIndexReady.Load)
 	ds, _, err := db.ListDeliveries(ctx, storage.DeliveryFilter{Tenant: "acme"})
 	if err != nil || len(ds) != 1 || ds[0].ID != good.Deliveries[0].ID {
 		t.Fatalf("tenant listing: %+v, %v; want the good delivery", ds, err)

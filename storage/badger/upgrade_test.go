@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -149,7 +150,7 @@ func TestUpgradeFromBuild9b4700eKeepsEverything(t *testing.T) {
 		t.Errorf("e1 with another body: %v; want ErrIdempotencyMismatch (422)", err)
 	}
 
-	waitFor(t, 10*time.Second, "the tenant index", db.tenantIndexReady.Load)
+	testsupport.WaitFor(t, 10*time.Second, "the tenant index", db.tenantIndexReady.Load)
 	ds, _, err := db.ListDeliveries(ctx, storage.DeliveryFilter{Tenant: "acme", Limit: 100})
 	if err != nil || len(ds) != 3 {
 		t.Errorf("acme's deliveries: %d, %v; want 3", len(ds), err)
