@@ -6,5 +6,5 @@
 // end it checks what a user relies on: every event answered with a 2xx was
 // delivered, no event was accepted twice, and every delivery of one event
 // carried the same Idempotency-Key. The package holds only tests; how to
-// run them and what they showed is in RELIABILITY.md.
+// run them and what they showed is in docs/guarantees.md.
 package crashtest

@@ -21,7 +21,7 @@ import (
 // while its deliveries are claimed and sent, with the binary SIGKILLed now
 // and then: no delivery attempt may reach a URL after the PATCH that moved
 // the endpoint away from it (or disabled it) has answered, until a later
-// PATCH moves it back (RELIABILITY.md section 9: "a claim whose endpoint
+// PATCH moves it back (docs/guarantees.md: "a claim whose endpoint
 // changed ... is given back ... and claimed again as the endpoint is").
 func TestNoAttemptReachesAURLAfterThePatchThatMovedAway(t *testing.T) {
 	if testing.Short() {

@@ -18,7 +18,7 @@ import (
 const maxFindingsPerKind = 10
 
 // report is a run's figures, logged and written as JSON to
-// CRASHTEST_REPORT. RELIABILITY.md quotes it.
+// CRASHTEST_REPORT. docs/guarantees.md quotes it.
 type report struct {
 	Seed           uint64  `json:"seed"`
 	Kills          int     `json:"kills"`

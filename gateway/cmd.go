@@ -179,7 +179,7 @@ func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logg
 }
 
 // startCPUProfile writes a CPU profile of the whole run to path (set
-// HOOKGATE_CPUPROFILE; used to see where ingest time goes, BENCHMARKS.md).
+// HOOKGATE_CPUPROFILE; used to see where ingest time goes, docs/benchmarks.md).
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // damageEventRecord overwrites the stored record of event id (the store's
 // key "ae:"+id) with bytes that do not decode, in the stopped gateway's
-// data directory: the damage RELIABILITY.md section 6 deals with for
+// data directory: the damage docs/guarantees.md deals with for
 // claims and retention.
 func damageEventRecord(t *testing.T, dir, id string) {
 	t.Helper()

@@ -22,7 +22,7 @@ func (diesBeforeRelease) Release(context.Context, []string, time.Time, time.Time
 
 // A delivery claimed by a process that died is due again at once after a
 // restart (the store releases every claim it finds at open: "so they
-// resume at once instead of up to a minute later", RELIABILITY.md
+// resume at once instead of up to a minute later", docs/guarantees.md
 // section 1). Open once looked for claims only up to the endpoint's
 // *current* timeout + 10 minutes ahead: an operator who lowered the
 // timeout of an endpoint whose receiver hangs (PATCH timeout 20m -> 2s)

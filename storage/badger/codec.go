@@ -29,7 +29,7 @@ import (
 // Smaller records make every later step cheaper (the log's sync is paid
 // per page, and each byte is flushed and compacted several times): with
 // provider-shaped JSON bodies the gateway spent 12% less CPU per ingest and
-// its p99 fell from ~40 to ~29 ms in 30 s runs (BENCHMARKS.md). A record that
+// its p99 fell from ~40 to ~29 ms in 30 s runs (docs/benchmarks.md). A record that
 // does not shrink by an eighth is stored as codecV1.
 const (
 	codecV1 = 1

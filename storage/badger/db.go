@@ -63,7 +63,7 @@ const (
 // above its default) goes there. The value log is not reclaimed because
 // reclaiming it (RunValueLogGC) rewrites live records unsynced and deletes
 // the old file at once, which a power loss could turn into lost events
-// (BENCHMARKS.md, "Sustained ingest"). Up to 2026-11-29 the threshold was
+// (docs/benchmarks.md, "Sustained ingest"). Up to 2026-11-29 the threshold was
 // 64 KiB, so every event over that leaked its space after purge; until
 // 2026-12-01 records were not parted, so an incompressible body near the
 // default max_body (1MiB) did.
@@ -185,7 +185,7 @@ func Open(dir string, o Options) (*DB, error) {
 	// is ~1 KiB, so small blocks held three or four, and each block costs
 	// a compression call, a checksum and an index entry when flushes and
 	// compactions build tables. Interleaved 10 s ingest runs: 3-5% more
-	// requests per second, p99 11-12 ms against 13-15 (BENCHMARKS.md,
+	// requests per second, p99 11-12 ms against 13-15 (docs/benchmarks.md,
 	// "Eleventh session").
 	opts.BlockSize = 32 << 10
 	// Locked before anything in dir is touched: the repair below deletes

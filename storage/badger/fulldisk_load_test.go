@@ -14,7 +14,7 @@ import (
 // A fixed reserve of eight memtables let that compaction's table build (a
 // memory map) die of SIGBUS on a 3 GiB disk, in 4 runs of 6; the reserve
 // now follows the levels' sizes. It takes minutes with -race, so it runs
-// only with HOOKGATE_LONG_TESTS=1 (RELIABILITY.md, "Reproduce").
+// only with HOOKGATE_LONG_TESTS=1 (docs/guarantees.md, "Reproduce").
 func TestFullDiskUnderConcurrentLoad(t *testing.T) {
 	if os.Getenv("HOOKGATE_LONG_TESTS") == "" {
 		t.Skip("takes minutes; set HOOKGATE_LONG_TESTS=1")

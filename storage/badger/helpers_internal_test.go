@@ -91,7 +91,7 @@ func dropTenantIndex(t *testing.T, db *DB) {
 }
 
 // damage overwrites the record at k with bytes that do not decode (the
-// damage RELIABILITY.md sections 6 and 8 deal with).
+// damage docs/guarantees.md deals with).
 func damage(t *testing.T, db *DB, k []byte) {
 	t.Helper()
 	if err := db.update(context.Background(), 64, func(txn *bdg.Txn) error {

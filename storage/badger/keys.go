@@ -18,7 +18,7 @@ import (
 // levels, and compacting it down rewrites all of that. Until 2026-11-30
 // event records lived under "ev:", after the tenant index "et:" (and the
 // random dedupe keys): nearly every such compaction rewrote every stored
-// event (BENCHMARKS.md, "Key order"). Here, only small index keys lie in
+// event (docs/benchmarks.md, "Key order"). Here, only small index keys lie in
 // such gaps.
 var (
 	// ae:<evt>                      → event (binary record, with the raw body)

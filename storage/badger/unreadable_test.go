@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// An event record that cannot be decoded (the damage RELIABILITY.md
+// An event record that cannot be decoded (the damage docs/guarantees.md
 // section 6 deals with for claims and retention) is skipped by the event
 // listings it is on, as delivery listings skip theirs. It failed them:
 // GET /events answered 503 for that page, and a bulk replay over it failed
