@@ -21,7 +21,7 @@ import (
 // with its Idempotency-Key until it has an outcome. The store releases the
 // dead process's claims when it opens, so the first retry of each key
 // must not be "in progress" (409 with Retry-After, for the dead process's
-// 30 s lease, until 2026-12-02). Each key then made exactly one endpoint
+// 30 s lease,  in an earlier version). Each key then made exactly one endpoint
 // or one replay job (SPEC section 5: "if the process dies mid-request, the
 // claim expires after a lease and the next retry executes it"; ids derived
 // from the key's use), every replay job ran to completion once, and each

@@ -2,7 +2,7 @@
 
 package crashtest
 
-// A review of the commands and the config loader, run against the real
+// Tests of the commands and the config loader, run against the real
 // binary: what an operator types, what they see on stdout and stderr, and
 // the exit code.
 

@@ -17,7 +17,7 @@ import (
 // ignores hangups, as nohup(1) is for) must keep running when the session
 // that started it goes away. Go keeps an inherited SIG_IGN for SIGHUP
 // unless the program asks signal.Notify for it, which then installs a
-// handler: since SIGHUP became a graceful stop (2026-12-01), a nohup'ed
+// handler: since SIGHUP became a graceful stop, a nohup'ed
 // gateway stops at logout.
 func TestSIGHUPIgnoredByTheLauncherStaysIgnored(t *testing.T) {
 	if testing.Short() {
@@ -64,7 +64,7 @@ func TestSIGHUPIgnoredByTheLauncherStaysIgnored(t *testing.T) {
 // default action for every stop signal, so the second, when it comes after
 // that, ends the process at once: with a delivery in flight, 2 hangups in 3
 // killed it mid-stop (no "hookgate stopped"), which is what SIGHUP's
-// graceful stop (2026-12-01) was for. Here the second SIGHUP is sent once
+// graceful stop was for. Here the second SIGHUP is sent once
 // the first was taken up; a repeated hangup must not count as the
 // operator's "second signal" (Ctrl-C twice, SIGTERM twice).
 func TestHangupStopsGracefullyThoughSIGHUPComesTwice(t *testing.T) {

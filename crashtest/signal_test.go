@@ -13,7 +13,7 @@ import (
 // TestSecondSignalStopsAtOnce: SIGTERM starts a graceful stop, which waits
 // for a delivery in flight (here to a receiver that never answers, so up
 // to the attempt's timeout); a second SIGTERM ends the process at once, by
-// the signal, instead of being swallowed (as until 2026-11-29, when only
+// the signal, instead of being swallowed (as in an earlier version, when only
 // SIGKILL could end a stop that hung).
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if testing.Short() {

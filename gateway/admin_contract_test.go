@@ -11,22 +11,22 @@ import (
 	"time"
 )
 
-// Review tests of the admin API (SPEC section 5), black box: real
+// Contract tests of the admin API (SPEC section 5), black box: real
 // gateway, real Badger store, real HTTP.
 
-// reviewGlobexToken is a third token, scoped to globex, added to testConfig.
-const reviewGlobexToken = "globex-token-for-review"
+// globexScopedToken is a third token, scoped to globex, added to testConfig.
+const globexScopedToken = "globex-token-for-review"
 
-// startReviewGateway starts a gateway with a globex-scoped token besides testConfig's.
-func startReviewGateway(t *testing.T, extra string) *gw {
+// startContractGateway starts a gateway with a globex-scoped token besides testConfig's.
+func startContractGateway(t *testing.T, extra string) *gw {
 	t.Helper()
 	return startGateway(t, gwOptions{extra: extra, config: func(c *Config) {
-		c.Admin.Tokens = append(c.Admin.Tokens, TokenConfig{Token: reviewGlobexToken, Tenant: "globex"})
+		c.Admin.Tokens = append(c.Admin.Tokens, TokenConfig{Token: globexScopedToken, Tenant: "globex"})
 	}})
 }
 
-// reviewProblem checks that an answer is an RFC 9457 problem with the status.
-func reviewProblem(t *testing.T, what string, wantStatus int, st int, hdr http.Header, body []byte) Problem {
+// contractProblem checks that an answer is an RFC 9457 problem with the status.
+func contractProblem(t *testing.T, what string, wantStatus int, st int, hdr http.Header, body []byte) Problem {
 	t.Helper()
 	if st != wantStatus {
 		t.Fatalf("%s: status %d, want %d: %s", what, st, wantStatus, body)
@@ -43,7 +43,7 @@ func reviewProblem(t *testing.T, what string, wantStatus int, st int, hdr http.H
 // (a publish's request is its type and payload). Accepting it as a
 // duplicate silently drops the second event's type.
 func TestPublishSameEventIDOtherTypeIsNotADuplicate(t *testing.T) {
-	g := startReviewGateway(t, "")
+	g := startContractGateway(t, "")
 	first := jsonMap{"source": "open", "event_id": "e-type", "type": "invoice.paid", "payload": jsonMap{"n": 1}}
 	st, _, b := g.api("POST", "/events", acmeToken, first)
 	if st != 202 {
@@ -58,7 +58,7 @@ func TestPublishSameEventIDOtherTypeIsNotADuplicate(t *testing.T) {
 			"(Idempotent-Replayed=%q) %s; the stored event keeps type %q, so the user's invoice.failed is silently lost; "+
 			"want 422 idempotency-key-reused as for a changed body", st, hdr.Get(headerReplayed), b2, ev.Type)
 	}
-	p := reviewProblem(t, "second publish", 422, st, hdr, b2)
+	p := contractProblem(t, "second publish", 422, st, hdr, b2)
 	if !strings.HasSuffix(p.Type, "idempotency-key-reused") {
 		t.Fatalf("problem type %q", p.Type)
 	}
@@ -68,7 +68,7 @@ func TestPublishSameEventIDOtherTypeIsNotADuplicate(t *testing.T) {
 // tenants sending the same key with the same request each get their own
 // execution, never the other's stored answer.
 func TestSameIdempotencyKeyInTwoTenantsIsIndependent(t *testing.T) {
-	g := startReviewGateway(t, "")
+	g := startContractGateway(t, "")
 	const key = "shared-key-1"
 	type run struct{ token, source string }
 	for _, route := range []struct {
@@ -81,7 +81,7 @@ func TestSameIdempotencyKeyInTwoTenantsIsIndependent(t *testing.T) {
 	} {
 		k := key + route.path
 		var bodies [][]byte
-		for _, r := range []run{{acmeToken, "open"}, {reviewGlobexToken, "other"}} {
+		for _, r := range []run{{acmeToken, "open"}, {globexScopedToken, "other"}} {
 			st, hdr, b := g.api("POST", route.path, r.token, route.body(r.source), "Idempotency-Key", k)
 			if st/100 != 2 || hdr.Get(headerReplayed) != "" {
 				t.Fatalf("POST %s as %s with key %q: %d replayed=%q %s; want it executed for this tenant", route.path, r.token, k, st, hdr.Get(headerReplayed), b)
@@ -91,11 +91,11 @@ func TestSameIdempotencyKeyInTwoTenantsIsIndependent(t *testing.T) {
 		if bytes.Equal(bodies[0], bodies[1]) {
 			t.Fatalf("POST %s: acme and globex got the same answer %s under one key", route.path, bodies[0])
 		}
-		for i, tok := range []string{acmeToken, reviewGlobexToken} {
+		for i, tok := range []string{acmeToken, globexScopedToken} {
 			id := must[jsonMap](t, 0)(0, nil, bodies[i])["id"].(string)
 			res := map[string]string{"/events": "/events/", "/replays": "/replays/", "/endpoints": "/endpoints/"}[route.path]
 			v := must[jsonMap](t, 200)(g.api("GET", res+id, tok, nil))
-			want := map[string]string{acmeToken: "acme", reviewGlobexToken: "globex"}[tok]
+			want := map[string]string{acmeToken: "acme", globexScopedToken: "globex"}[tok]
 			if v["tenant"] != want {
 				t.Fatalf("%s%s made under %s's key is of tenant %v", res, id, tok, v["tenant"])
 			}
@@ -109,7 +109,7 @@ func TestSameIdempotencyKeyInTwoTenantsIsIndependent(t *testing.T) {
 // body is a 422 problem (SPEC section 5).
 func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 	rcv := newReceiver(t)
-	g := startReviewGateway(t, fmt.Sprintf("endpoints:\n  - {id: ep1, tenant: acme, url: %q}\n", rcv.url("ep1")))
+	g := startContractGateway(t, fmt.Sprintf("endpoints:\n  - {id: ep1, tenant: acme, url: %q}\n", rcv.url("ep1")))
 	st, _, b := g.post("open", []byte(`{"id":"idem-1","type":"t"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
@@ -179,7 +179,7 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 			t.Errorf("POST %s replayed under key %q ran again: %q became %q", c.path, key, before, after)
 		}
 		st3, h3, b3 := g.api("POST", c.path, acmeToken, c.other, "Idempotency-Key", key)
-		p := reviewProblem(t, "POST "+c.path+" with the key and another body", 422, st3, h3, b3)
+		p := contractProblem(t, "POST "+c.path+" with the key and another body", 422, st3, h3, b3)
 		if !strings.HasSuffix(p.Type, "idempotency-key-reused") || h3.Get(headerReplayed) != "" {
 			t.Errorf("POST %s with key %q and another body: %s replayed=%q", c.path, key, b3, h3.Get(headerReplayed))
 		}
@@ -191,7 +191,7 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 // listing (which interleaves both tenants) included.
 func TestTenantListingsWithForeignCursorsAndFilters(t *testing.T) {
 	rcv := newReceiver(t)
-	g := startReviewGateway(t, fmt.Sprintf("endpoints:\n  - {id: acme-ep, tenant: acme, url: %q}\n  - {id: globex-ep, tenant: globex, url: %q}\n",
+	g := startContractGateway(t, fmt.Sprintf("endpoints:\n  - {id: acme-ep, tenant: acme, url: %q}\n  - {id: globex-ep, tenant: globex, url: %q}\n",
 		rcv.url("acme"), rcv.url("globex")))
 	var gEvt string
 	for i := range 6 {
@@ -223,12 +223,12 @@ func TestTenantListingsWithForeignCursorsAndFilters(t *testing.T) {
 		"/endpoints":  {""},
 		"/sources":    {""},
 	}
-	for _, tok := range []struct{ token, tenant string }{{acmeToken, "acme"}, {reviewGlobexToken, "globex"}} {
+	for _, tok := range []struct{ token, tenant string }{{acmeToken, "acme"}, {globexScopedToken, "globex"}} {
 		check := func(path string) {
 			t.Helper()
 			st, hdr, b := g.api("GET", path, tok.token, nil)
 			if st == 400 {
-				reviewProblem(t, path, 400, st, hdr, b)
+				contractProblem(t, path, 400, st, hdr, b)
 				return
 			}
 			l := must[apiList[jsonMap]](t, 200)(st, hdr, b)
@@ -256,7 +256,7 @@ func TestTenantListingsWithForeignCursorsAndFilters(t *testing.T) {
 // (deliveries) inclusively, to the nanosecond the API shows.
 func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 	rcv := newReceiver(t)
-	g := startReviewGateway(t, fmt.Sprintf("endpoints:\n  - {id: acme-ep, tenant: acme, url: %q}\n", rcv.url("acme")))
+	g := startContractGateway(t, fmt.Sprintf("endpoints:\n  - {id: acme-ep, tenant: acme, url: %q}\n", rcv.url("acme")))
 	for i := range 3 {
 		st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"tf-%d","type":"t"}`, i), nil)
 		must[jsonMap](t, 202)(st, nil, b)
@@ -303,7 +303,7 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 // Bad query values are a 400 problem naming the parameter, never a 500
 // or a list that ignores them.
 func TestBadQueryValuesAreClearProblems(t *testing.T) {
-	g := startReviewGateway(t, "")
+	g := startContractGateway(t, "")
 	for _, c := range []struct{ path, field string }{
 		{"/events?limit=0", "limit"}, {"/events?limit=-1", "limit"}, {"/events?limit=abc", "limit"},
 		{"/events?limit=1001", "limit"}, {"/events?limit=1.5", "limit"}, {"/events?limit=99999999999999999999", "limit"},
@@ -319,7 +319,7 @@ func TestBadQueryValuesAreClearProblems(t *testing.T) {
 	} {
 		for _, tok := range []string{opToken, acmeToken} {
 			st, hdr, b := g.api("GET", c.path, tok, nil)
-			p := reviewProblem(t, "GET "+c.path, 400, st, hdr, b)
+			p := contractProblem(t, "GET "+c.path, 400, st, hdr, b)
 			if p.Field != c.field {
 				t.Errorf("GET %s: problem names field %q, want %q: %s", c.path, p.Field, c.field, b)
 			}

@@ -136,7 +136,7 @@ func TestAdminBodiesWithInvalidUTF8AreRefused(t *testing.T) {
 // its endpoints in the body. A client that put them in the query
 // (?endpoints=a) got 202 and a replay to every subscribed endpoint, as if
 // it had asked for that: the mistake the list routes refuse with 400
-// since the eighth session ("a misspelt filter listed everything").
+// once ("a misspelt filter listed everything").
 func TestReplayEventRefusesQueryParameters(t *testing.T) {
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:

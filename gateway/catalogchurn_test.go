@@ -78,7 +78,7 @@ func churnSetup(t *testing.T, rc *receiver) (*gw, *slowClaimStore, string) {
 // An endpoint disabled with PATCH {"disabled":true} while its loop's claim
 // is being written got the claimed deliveries all the same, after the
 // PATCH had answered 200: the loop sent with the settings it planned the
-// claim with. (The hand-off re-checks them since 2026-11-29,
+// claim with. (The hand-off re-checks them now,
 // TestHandDoesNotSendToADisabledEndpoint; the loop's claims now do too.)
 func TestClaimedDeliveryIsNotSentToAnEndpointDisabledDuringTheClaim(t *testing.T) {
 	rc := newReceiver(t)

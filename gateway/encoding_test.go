@@ -13,7 +13,7 @@ import (
 
 // Fiber's Ctx.Body() inflates gzip, deflate and br bodies, without a
 // limit and before the signature check, and returns the decoder's error
-// text when that fails. Until 2026-11-29 ingest used it: a 2 KiB gzip
+// text when that fails. In an earlier version, ingest used it: a 2 KiB gzip
 // request (max_body 4 KiB here) was stored as a 2 MiB event, and two
 // different non-gzip bodies sent as gzip were both stored as
 // "gzip: invalid header", so the second was answered as a replay of the

@@ -33,8 +33,8 @@ func (h *gw) metricLine(series string) string {
 }
 
 // An attempt already in flight when acme deletes its endpoint "shared"
-// keeps running (SetEndpoints only stops the loop claiming). Until
-// 2026-11-29, if it then got 410 Gone, Dispatcher.disable persisted
+// keeps running (SetEndpoints only stops the loop claiming). In an
+// earlier version, if it then got 410 Gone, Dispatcher.disable persisted
 // "disabled" by endpoint id without checking that the stored endpoint was
 // still the one the attempt was sent to. Endpoint ids are global: globex has meanwhile created its own
 // "shared", and acme's old receiver disables globex's endpoint
@@ -116,7 +116,7 @@ func (s *cancelGatedStore) CancelEndpoint(ctx context.Context, id string) (int, 
 }
 
 // deleteEndpoint held the registry's inUse lock exclusively across
-// CancelEndpoint (the first version of 2026-11-29), which cancels the
+// CancelEndpoint (its first version), which cancels the
 // endpoint's whole backlog, 512 deliveries per durable write.
 // Every ingest and POST /events of every tenant takes inUse (read side)
 // first, so all of them stalled for as long as that cancel runs, though the

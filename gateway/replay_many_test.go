@@ -10,7 +10,7 @@ import (
 )
 
 // A bulk replay wrote the deliveries of a whole batch (100 events) in one
-// store transaction (until 2026-11-29). For a tenant with ~150 subscribed
+// store transaction ( in an earlier version). For a tenant with ~150 subscribed
 // endpoints that is 15,000 deliveries, more than one Badger transaction
 // holds: every such replay ended "failed" after enqueueing nothing.
 func TestReplayToManyEndpoints(t *testing.T) {

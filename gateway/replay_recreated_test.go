@@ -10,7 +10,7 @@ import (
 // An endpoint deleted and created again with the same id while a replay
 // chooses its targets gets none of the deliveries chosen for the old one
 // (here the new one is disabled, so no choice made now would pick it).
-// Found in review of the change that took the choice out of the registry's
+// Found reading the change that took the choice out of the registry's
 // lock: the write checked only that the id still existed.
 func TestReplayDoesNotWriteToAnEndpointRecreatedWhileChoosing(t *testing.T) {
 	rcv := newReceiver(t)

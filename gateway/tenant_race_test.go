@@ -17,7 +17,7 @@ import (
 
 // Endpoint ids are global, so once acme deletes its endpoint "shared",
 // globex may create one with the same id. acme's old delivery to "shared"
-// is still acme's and retryable; until 2026-11-29 POST
+// is still acme's and retryable; in an earlier version, POST
 // /deliveries/{id}/retry looked the endpoint up by id only, answered 202,
 // and the dispatcher sent acme's event to globex's URL, signed with
 // globex's secret (SPEC 5: a tenant sees and changes only its tenant).
@@ -83,8 +83,8 @@ func (s *gatedStore) Accept(ctx context.Context, req *storage.AcceptRequest) (st
 }
 
 // An ingest reads the endpoints (a snapshot) before its store write; a
-// DELETE /endpoints/{id} cancels the endpoint's live deliveries. Until
-// 2026-11-29 nothing ordered the two: a delete that ran while an ingest
+// DELETE /endpoints/{id} cancels the endpoint's live deliveries. In an
+// earlier version nothing ordered the two: a delete that ran while an ingest
 // was between its snapshot and its write answered 204, and the ingest
 // then wrote a pending delivery to the deleted endpoint that nobody
 // cancelled (and that another tenant's endpoint with the same id would
@@ -155,8 +155,8 @@ type unsweptStore struct{ storage.Store }
 
 func (unsweptStore) Purge(context.Context, time.Time, time.Time, int) (int, error) { return 0, nil }
 
-// An id older than retention answers 410 when no event has it. Until
-// 2026-11-29 one that existed in another tenant, not yet swept, answered
+// An id older than retention answers 410 when no event has it. In an
+// earlier version one that existed in another tenant, not yet swept, answered
 // 404: a tenant token could tell the two apart (SPEC 5: no existence leak).
 func TestExpiredEventIDsDoNotRevealOtherTenants(t *testing.T) {
 	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { return unsweptStore{s} }})

@@ -184,7 +184,7 @@ func decodeString(s []byte) string {
 func quoted(s []byte) bool { return len(s) >= 2 && s[len(s)-1] == '"' }
 
 // needsDecode reports whether a string's raw contents differ from its value:
-// an escape anywhere, or invalid UTF-8. (Until 2026-11-29 it looked only at the
+// an escape anywhere, or invalid UTF-8. (In an earlier version, it looked only at the
 // first byte that was an escape or non-ASCII, so "café\u0026" kept its escape.)
 func needsDecode(inner []byte) bool {
 	return bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner)

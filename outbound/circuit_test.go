@@ -95,7 +95,7 @@ func acceptAs(t *testing.T, db *badger.DB, tenant string, ep storage.Endpoint, d
 }
 
 // attempt returned early for a foreign delivery (cancelForeign) without
-// l.record (first version of 2026-11-29): when that delivery was the
+// l.record (its first version): when that delivery was the
 // half-open circuit's probe, circuit.probing stayed true for good, allow answered 0 forever, and the
 // endpoint never claimed again (until a restart or an operator's edit).
 // Foreign deliveries sort first in the outbox (they are old), so the

@@ -1,6 +1,6 @@
 package outbound
 
-// Black-box review of outbound delivery (SPEC section 4): signatures across
+// Black-box tests of outbound delivery (SPEC section 4): signatures across
 // a secret rotation, pacing of retries, huge answers, SSRF at dial time.
 
 import (

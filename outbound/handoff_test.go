@@ -141,7 +141,7 @@ func loopPasses(d *Dispatcher, id string) int64 {
 	return d.endpoints[id].passes.Load()
 }
 
-// TestReserveDuringClaimKeepsMaxInFlight (a bug found in review, fixed 2026-11-29): an ingest hand-off that
+// TestReserveDuringClaimKeepsMaxInFlight (a bug found and fixed): an ingest hand-off that
 // reserves while the endpoint loop is claiming (plan done, Claim not yet
 // returned) takes a slot the loop has already planned to fill: with
 // max_in_flight 1 two attempts run at once.
@@ -179,7 +179,7 @@ func TestReserveDuringClaimKeepsMaxInFlight(t *testing.T) {
 	}
 }
 
-// TestReserveDuringClaimKeepsRateLimit (a bug found in review, fixed 2026-11-29): the same window breaks
+// TestReserveDuringClaimKeepsRateLimit (a bug found and fixed): the same window breaks
 // rate_limit: with 1 attempt/s (burst 1) the loop's claim and the hand-off
 // both use the one token, and two attempts go out within milliseconds.
 func TestReserveDuringClaimKeepsRateLimit(t *testing.T) {
@@ -211,7 +211,7 @@ func TestReserveDuringClaimKeepsRateLimit(t *testing.T) {
 	}
 }
 
-// TestHandDoesNotSendToADisabledEndpoint (a bug found in review, fixed 2026-11-29): an endpoint disabled (PATCH
+// TestHandDoesNotSendToADisabledEndpoint (a bug found and fixed): an endpoint disabled (PATCH
 // disabled:true, applied to the dispatcher) between an ingest's Reserve
 // and its Hand still receives the handed delivery: Hand reads the new
 // settings (Disabled included) and sends anyway.
@@ -257,7 +257,7 @@ func hangingReceiver(t *testing.T) (rc *receiver, release func()) {
 	return rc, func() { once.Do(func() { close(stop) }) }
 }
 
-// TestHandDoesNotOutliveItsLease (a bug found in review, fixed 2026-11-29): the lease of a handed
+// TestHandDoesNotOutliveItsLease (a bug found and fixed): the lease of a handed
 // delivery is computed by Reserve from the endpoint's timeout then, but
 // Hand sends with the endpoint's settings at Hand time. A timeout raised
 // in between (PATCH timeout) lets the attempt outlive its lease; the loop
@@ -291,7 +291,7 @@ func TestHandDoesNotOutliveItsLease(t *testing.T) {
 	}
 }
 
-// TestHandDoesNotSendWhileTheCircuitIsOpen (a bug found in review, fixed 2026-11-29): the circuit opens between an
+// TestHandDoesNotSendWhileTheCircuitIsOpen (a bug found and fixed): the circuit opens between an
 // ingest's Reserve and its Hand; Hand sends the delivery anyway, spending
 // one of its attempts on an endpoint the circuit has paused.
 func TestHandDoesNotSendWhileTheCircuitIsOpen(t *testing.T) {

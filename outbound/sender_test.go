@@ -208,7 +208,7 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 // /events): a JSON string may decode to one holding a newline or another
 // control byte. The delivery must still reach the endpoint (SPEC §4: every
 // accepted event becomes a delivery). Copied raw into hookgate-event-type
-// (as until 2026-11-29), net/http refused the request before sending it,
+// (as  in an earlier version), net/http refused the request before sending it,
 // and every attempt failed until the delivery was dead-lettered.
 func TestEventTypeWithControlCharacterIsDelivered(t *testing.T) {
 	db, _ := openDB(t)

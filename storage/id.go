@@ -18,7 +18,7 @@ var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadd
 // first" a reverse key scan and keep cursors stable while new records
 // arrive; the sub-millisecond part keeps records made in one millisecond
 // in the order of their times (received_at, created_at), which are taken
-// from the same t. (IDs made before 2026-12-02 have random bits there, so
+// from the same t. (IDs made by older builds have random bits there, so
 // those of one millisecond sort at random among themselves.)
 func NewID(prefix string, t time.Time) string {
 	var rnd [10]byte

@@ -16,7 +16,7 @@ import (
 // The gateway's Shutdown closes the store after the grace period even when
 // a handler is still reading (a slow admin listing, a metrics scrape's
 // Depth, an ingest's dedupe read). Close waits for reads in flight before
-// it closes Badger: until 2026-12-02 one got Badger's "DB Closed" (not
+// it closes Badger: in an earlier version, one got Badger's "DB Closed" (not
 // storage.ErrClosed), or panicked in Txn.NewIterator.
 func TestCloseWaitsForReadsInFlight(t *testing.T) {
 	ctx := context.Background()

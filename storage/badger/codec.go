@@ -57,8 +57,8 @@ func encode(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// decode decodes a record made by encode. Builds of 2026-11-29 before
-// binary records (a240969..4819047) stored the hot-path records as JSON
+// decode decodes a record made by encode. Builds before
+// binary records (commits a240969..4819047) stored the hot-path records as JSON
 // too, under the same field names: such a record begins with '{', which
 // no binary version byte is.
 func decode(b []byte, v any) error {

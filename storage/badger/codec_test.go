@@ -76,7 +76,7 @@ func TestCodecEventCompression(t *testing.T) {
 }
 
 // Records written before compression was added (codecV1) still decode: this
-// is one, byte for byte, as the first and second sessions' builds wrote it.
+// is one, byte for byte, as the builds before compression wrote it.
 func TestCodecReadsV1EventRecords(t *testing.T) {
 	b, _ := hex.DecodeString("01056576745f320461636d6506737472697065076576745f6162630c696e766f6963652e706169648a80d0e2c6bfce972f106170706c69636174696f6e2f6a736f6e056d73675f3202105374726970652d5369676e617475726509743d312c76313d6162107b226964223a226576745f616263227d")
 	want := storage.Event{ID: "evt_2", Tenant: "acme", Source: "stripe", EventID: "evt_abc", Type: "invoice.paid",

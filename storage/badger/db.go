@@ -63,9 +63,9 @@ const (
 // above its default) goes there. The value log is not reclaimed because
 // reclaiming it (RunValueLogGC) rewrites live records unsynced and deletes
 // the old file at once, which a power loss could turn into lost events
-// (docs/benchmarks.md, "Sustained ingest"). Up to 2026-11-29 the threshold was
-// 64 KiB, so every event over that leaked its space after purge; until
-// 2026-12-01 records were not parted, so an incompressible body near the
+// (docs/benchmarks.md, "Sustained ingest"). In an earlier version the threshold was
+// 64 KiB, so every event over that leaked its space after purge; before event
+// records were parted, so an incompressible body near the
 // default max_body (1MiB) did.
 const MaxInlineRecord = 1 << 20
 
@@ -186,7 +186,7 @@ func Open(dir string, o Options) (*DB, error) {
 	// a compression call, a checksum and an index entry when flushes and
 	// compactions build tables. Interleaved 10 s ingest runs: 3-5% more
 	// requests per second, p99 11-12 ms against 13-15 (docs/benchmarks.md,
-	// "Eleventh session").
+	// "What was changed, and what it gained").
 	opts.BlockSize = 32 << 10
 	// Locked before anything in dir is touched: the repair below deletes
 	// files, and Badger's own lock is taken only in its Open.
@@ -497,8 +497,8 @@ func (db *DB) syncLoop(done chan struct{}) {
 	defer close(done)
 	var (
 		// received counts the batches received: the writer sends each
-		// batch once, in order, so these are the first applied. Until
-		// 2026-12-02 synced was the writer's count of batches committed,
+		// batch once, in order, so these are the first applied. In an
+		// earlier version synced was the writer's count of batches committed,
 		// read after the drain: a batch counted but not yet sent was
 		// taken as synced without its value log (mayWriteValues saw only
 		// the group).

@@ -14,17 +14,17 @@ import (
 // with another gateway id in its 202.
 func TestResendReceivedInsideTheWindowIsReplayedWhenProcessedLate(t *testing.T) {
 	t.Parallel()
-	db := reviewOpen(t)
+	db := edgeOpen(t)
 	ctx, now := context.Background(), time.Now().UTC()
 	sec := now.Truncate(time.Second).Add(2 * time.Second)
 	until := sec.Add(900 * time.Millisecond) // Badger drops the record at sec+1s
-	first := reviewEvent("late", now, until, "ep")
+	first := edgeEvent("late", now, until, "ep")
 	if _, err := db.Accept(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	// Received 1 ms before the window ends ...
 	receivedAt := until.Add(-time.Millisecond)
-	again := reviewEvent("late", receivedAt, receivedAt.Add(time.Hour), "ep")
+	again := edgeEvent("late", receivedAt, receivedAt.Add(time.Hour), "ep")
 	// ... and written 101 ms later.
 	waitUntil(t, sec.Add(time.Second))
 	res, err := db.Accept(ctx, again)

@@ -9,7 +9,7 @@ import (
 	"hookgate/storage"
 )
 
-// Event records live under prefixEvent. Stores written before 2026-11-30
+// Event records live under prefixEvent. Stores written by older builds
 // also hold records under legacyPrefixEvent, until retention purges them:
 // moving them when a store opens would hold up the start of an upgraded
 // gateway for minutes with a month of events. Listings merge the two

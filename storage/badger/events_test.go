@@ -290,8 +290,8 @@ func TestPagingListsEveryEventOnceAcrossKeyRanges(t *testing.T) {
 	}
 }
 
-// moveToLegacyKeys puts the records of events where builds before
-// 2026-11-30 kept them (ev:).
+// moveToLegacyKeys puts the records of events where older builds
+// kept them (ev:).
 func moveToLegacyKeys(t *testing.T, db *DB, ids []string) {
 	t.Helper()
 	err := db.update(context.Background(), 4096*len(ids), func(txn *bdg.Txn) error {

@@ -15,8 +15,8 @@ import (
 // ingest writes. Badger cuts a compaction's output tables by size, not at
 // prefixes: a table ending with new keys of one prefix and starting the
 // new keys of the next covers everything stored between them in deeper
-// levels, and compacting it down rewrites all of that. Until 2026-11-30
-// event records lived under "ev:", after the tenant index "et:" (and the
+// levels, and compacting it down rewrites all of that. Older builds kept
+// event records under "ev:", after the tenant index "et:" (and the
 // random dedupe keys): nearly every such compaction rewrote every stored
 // event (docs/benchmarks.md, "Key order"). Here, only small index keys lie in
 // such gaps.
@@ -26,7 +26,7 @@ var (
 	// ap:<evt>\0<n>                 → part n of an event record too big
 	// to stay in the LSM tree whole (events.go); n is 4 bytes big-endian
 	prefixEventPart = []byte("ap:")
-	// ev:<evt>: event records written before 2026-11-30, read where they
+	// ev:<evt>: event records written by older builds, read where they
 	// are until retention purges them (events.go)
 	legacyPrefixEvent = []byte("ev:")
 	// et:<tenant>\0<evt>            → "" (events of a tenant, for scoped listing)

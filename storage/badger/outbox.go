@@ -78,7 +78,7 @@ func (db *DB) Claim(ctx context.Context, endpoint string, now time.Time, limit i
 		return nil
 	})
 	if err != nil || len(claimed) == 0 {
-		return nil, err // until 2026-11-29 an error was reported as nothing due
+		return nil, err // in an earlier version, an error was reported as nothing due
 	}
 	jobs := make([]storage.Job, 0, len(claimed))
 	var unreadable []storage.Delivery

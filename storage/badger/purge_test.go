@@ -102,7 +102,7 @@ func TestPurgeReturnsShortOnlyAtTheEnd(t *testing.T) {
 // Purge deletes events received before cutoff. The time in an event's ID
 // has whole milliseconds: in the cutoff's millisecond the record's
 // received_at decides, as in a Postgres engine (received_at < cutoff).
-// Until 2026-12-02 an event received after the cutoff in that millisecond
+// In an earlier version, an event received after the cutoff in that millisecond
 // was deleted.
 func TestPurgeKeepsAnEventReceivedJustAfterTheCutoff(t *testing.T) {
 	ctx := context.Background()
@@ -132,7 +132,7 @@ func TestPurgeKeepsAnEventReceivedJustAfterTheCutoff(t *testing.T) {
 
 // Complete "fails with ErrLeaseLost unless the delivery is still held
 // under out.Lease": a claimed delivery that retention purged under an
-// attempt in flight is not held. Until 2026-12-02 Complete answered
+// attempt in flight is not held. In an earlier version, Complete answered
 // ErrNotFound, which the dispatcher logged as an error.
 func TestCompleteOfADeliveryPurgedInFlightIsLeaseLost(t *testing.T) {
 	ctx := context.Background()

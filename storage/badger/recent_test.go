@@ -35,7 +35,7 @@ func TestRecentKeys(t *testing.T) {
 }
 
 // The hash's non-empty mark must not be in the bits that pick the slot:
-// until 2026-12-02 it was bit 0, so every key went to an odd slot and the
+// in an earlier version, it was bit 0, so every key went to an odd slot and the
 // table remembered half the keys its size promises.
 func TestRecentKeysUseEverySlot(t *testing.T) {
 	r := newRecentKeys()

@@ -1,6 +1,6 @@
 package badger_test
 
-// Bugs of the Badger engine found in review on 2026-11-29, each fixed,
+// Bugs of the Badger engine found in review, each fixed,
 // each test failing on the code before its fix.
 
 import (
@@ -16,7 +16,7 @@ import (
 	"hookgate/storage/badger"
 )
 
-func reviewOpen(t *testing.T) *badger.DB {
+func edgeOpen(t *testing.T) *badger.DB {
 	t.Helper()
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
@@ -26,9 +26,9 @@ func reviewOpen(t *testing.T) *badger.DB {
 	return db
 }
 
-// reviewEvent is an accept request for (t, s, id) with one pending
+// edgeEvent is an accept request for (t, s, id) with one pending
 // delivery, due at now, per endpoint in eps.
-func reviewEvent(id string, now, dedupeUntil time.Time, eps ...string) *storage.AcceptRequest {
+func edgeEvent(id string, now, dedupeUntil time.Time, eps ...string) *storage.AcceptRequest {
 	body := []byte(`{"id":"` + id + `"}`)
 	evt := storage.NewID("evt_", now)
 	req := &storage.AcceptRequest{
@@ -72,7 +72,7 @@ func TestClaimReportsStoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, now := context.Background(), time.Now().UTC()
-	if _, err := db.Accept(ctx, reviewEvent("a", now, now.Add(time.Hour), "ep")); err != nil {
+	if _, err := db.Accept(ctx, edgeEvent("a", now, now.Add(time.Hour), "ep")); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -100,7 +100,7 @@ func TestClaimReportsStoreErrors(t *testing.T) {
 // cheap, the events here carry pending deliveries (4 keys each) instead of
 // attempt records; the count is what matters.
 func TestPurgeOfHeavyEventsSucceeds(t *testing.T) {
-	db := reviewOpen(t)
+	db := edgeOpen(t)
 	ctx := context.Background()
 	old := time.Now().UTC().Add(-48 * time.Hour)
 	const events, perEvent = 256, 51 // 256 * (2 + 4*51) = 52,736 keys
@@ -112,7 +112,7 @@ func TestPurgeOfHeavyEventsSucceeds(t *testing.T) {
 	errs := make(chan error, events)
 	for i := range events {
 		wg.Go(func() {
-			if _, err := db.Accept(ctx, reviewEvent(fmt.Sprint("heavy-", i), old, old.Add(time.Hour), eps...)); err != nil {
+			if _, err := db.Accept(ctx, edgeEvent(fmt.Sprint("heavy-", i), old, old.Add(time.Hour), eps...)); err != nil {
 				errs <- err
 			}
 		})
@@ -152,11 +152,11 @@ func TestPurgeOfHeavyEventsSucceeds(t *testing.T) {
 // checkDedupe would answer as a replay) is accepted as a second event.
 func TestDedupeRecordLastsItsWindow(t *testing.T) {
 	t.Parallel()
-	db := reviewOpen(t)
+	db := edgeOpen(t)
 	ctx, now := context.Background(), time.Now().UTC()
 	sec := now.Truncate(time.Second).Add(2 * time.Second)
 	until := sec.Add(900 * time.Millisecond) // the window ends 0.9s after a whole second
-	first := reviewEvent("edge", now, until, "ep")
+	first := edgeEvent("edge", now, until, "ep")
 	if _, err := db.Accept(ctx, first); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestDedupeRecordLastsItsWindow(t *testing.T) {
 	if !at.Before(until) {
 		t.Skip("too slow to land inside the window")
 	}
-	again := reviewEvent("edge", at, at.Add(time.Hour), "ep") // the same event, resent
+	again := edgeEvent("edge", at, at.Add(time.Hour), "ep") // the same event, resent
 	res, err := db.Accept(ctx, again)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestDedupeRecordLastsItsWindow(t *testing.T) {
 // expiry, and a retry inside the window executes the POST again.
 func TestIdempotencyAnswerLastsItsWindow(t *testing.T) {
 	t.Parallel()
-	db := reviewOpen(t)
+	db := edgeOpen(t)
 	ctx, now := context.Background(), time.Now().UTC()
 	hash := sha256.Sum256([]byte("POST /api/v1/endpoints {}"))
 	res, err := db.ClaimKey(ctx, storage.IdemClaim{Tenant: "t", Key: "k", RequestHash: hash, Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -215,9 +215,9 @@ func TestIdempotencyAnswerLastsItsWindow(t *testing.T) {
 // stale. The delivery stays pending with no outbox entry: never claimed,
 // not counted by Depth or NextDue, until someone retries it by hand.
 func TestZeroDueDeliveryStaysInTheOutbox(t *testing.T) {
-	db := reviewOpen(t)
+	db := edgeOpen(t)
 	ctx, now := context.Background(), time.Now().UTC()
-	req := reviewEvent("z", now, now.Add(time.Hour)) // no delivery at accept
+	req := edgeEvent("z", now, now.Add(time.Hour)) // no delivery at accept
 	if _, err := db.Accept(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestOpenReleasesLongLeases(t *testing.T) {
 	if err := db.PutEndpoint(ctx, &storage.Endpoint{ID: "slow", Timeout: 20 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Accept(ctx, reviewEvent("long-1", now, now.Add(time.Hour), "slow")); err != nil {
+	if _, err := db.Accept(ctx, edgeEvent("long-1", now, now.Add(time.Hour), "slow")); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := db.Claim(ctx, "slow", now, 1, 20*time.Minute+30*time.Second)

@@ -15,7 +15,7 @@ import (
 // tenant's: unbounded, or, with a scan budget, telling the tenant by where
 // its pages end that other tenants have records in a time window.
 //
-// Stores written before 2026-11-30 have deliveries without the index. Open
+// Stores written by older builds have deliveries without the index. Open
 // builds it in the background, a chunk per transaction, and marks the
 // store when it is done; until then a scoped listing scans every tenant's
 // deliveries without a budget, as before.

@@ -15,12 +15,12 @@ import (
 	"hookgate/storage"
 )
 
-// Upgrade checks: data directories written by earlier builds, opened by
-// this one (README: "A data directory written by an earlier build opens as
+// Format checks: data directories in each older on-disk format, written
+// by the real older binaries, opened by this one (README: "A data directory written by an earlier build opens as
 // it is").
 //
-// testdata/upgrade-4819047 was written by the binary of commit 4819047
-// (2026-11-29 17:24, the last build before binary records, 910bfb8): the
+// testdata/store-json-records was written by the binary of commit 4819047
+// (the last build before binary records, 910bfb8: hot-path records are JSON): the
 // config had source cfgsrc (tenant acme, scheme none, event_id json:/id,
 // event_type json:/type, dedupe.ttl 876000h so the fixture does not expire)
 // and endpoint cfgep (a receiver answering 500, retry initial_interval 1h);
@@ -28,8 +28,8 @@ import (
 // delivery had one failed attempt, then the binary was stopped with
 // SIGTERM. DISCARD, which Badger makes again, is left out.
 //
-// testdata/upgrade-9b4700e was written by the binary of commit 9b4700e
-// (the end of 2026-11-29: event records under the old ev: keys, no tenant
+// testdata/store-legacy-event-keys was written by the binary of commit 9b4700e
+// (binary records, event records under the old ev: keys, no tenant
 // index of deliveries) on the same config: events e0..e2 ingested, then,
 // under Idempotency-Key k-ep (operator token), POST /api/v1/endpoints of
 // endpoint apiep (body apiepBody) and a rotate-secret with grace 876000h;
@@ -62,11 +62,11 @@ func openFixture(t *testing.T, name string) *DB {
 	return db
 }
 
-// TestUpgradeFromBuild4819047KeepsEventsDeliveriesAndDedupe: every event,
+// TestJSONRecordStoreKeepsEventsDeliveriesAndDedupe: every event,
 // delivery and dedupe record that build acknowledged is still there, and a
 // provider's resend is answered as the first time.
-func TestUpgradeFromBuild4819047KeepsEventsDeliveriesAndDedupe(t *testing.T) {
-	db := openFixture(t, "upgrade-4819047")
+func TestJSONRecordStoreKeepsEventsDeliveriesAndDedupe(t *testing.T) {
+	db := openFixture(t, "store-json-records")
 	ctx := context.Background()
 
 	evs, _, err := db.ListEvents(ctx, storage.EventFilter{Limit: 100})
@@ -128,13 +128,13 @@ func adminRequestHash(method, path, body string) [32]byte {
 	return out
 }
 
-// TestUpgradeFromBuild9b4700eKeepsEverything passes: kept as a check of a
+// TestLegacyEventKeyStoreKeepsEverything passes: kept as a check of a
 // real older store (not one made to look older), which nothing else
 // opens: legacy event keys are listed and dedupe, the tenant index is
 // built, an answered admin Idempotency-Key still answers, and a rotated
 // endpoint secret keeps its grace.
-func TestUpgradeFromBuild9b4700eKeepsEverything(t *testing.T) {
-	db := openFixture(t, "upgrade-9b4700e")
+func TestLegacyEventKeyStoreKeepsEverything(t *testing.T) {
+	db := openFixture(t, "store-legacy-event-keys")
 	ctx := context.Background()
 	now := time.Now().UTC()
 
