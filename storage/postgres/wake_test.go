@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"hookgate/internal/pgtest"
+	"hookgate/internal/testsupport"
 	"hookgate/storage/postgres"
 )
 
@@ -41,14 +42,10 @@ func listen(t *testing.T, db *postgres.DB) func() []string {
 // waitHeard announces from a until want is among what heard returns.
 func waitHeard(t *testing.T, a *postgres.DB, heard func() []string, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(heard(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the other handle never heard %q; heard %v", want, heard())
-		}
+	testsupport.WaitFor(t, 10*time.Second, "the other handle to hear "+want, func() bool {
 		a.Announce(want)
-		time.Sleep(20 * time.Millisecond) // poll interval of the wait
-	}
+		return slices.Contains(heard(), want)
+	})
 }
 
 // An announcement of one gateway reaches the others on the same schema,

@@ -139,11 +139,6 @@ func handles(t *testing.T, o Opener, s storage.Store) []storage.Store {
 // id) with body, received at now, and one delivery per endpoint, due at
 // now: what an ingest writes. Engines' own tests use it too.
 func Event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.AcceptRequest {
-	return event(tenant, source, id, body, now, endpoints...)
-}
-
-// event is Event.
-func event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.AcceptRequest {
 	evt := storage.NewID("evt_", now)
 	req := &storage.AcceptRequest{
 		Key:         storage.DedupeKey{Tenant: tenant, Source: source, EventID: id},
@@ -188,12 +183,12 @@ func ok(err error) {
 
 func testAcceptThenReplay(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "evt_1", `{"a":1}`, now, "ep1")
+	req := Event("acme", "stripe", "evt_1", `{"a":1}`, now, "ep1")
 	res := must(s.Accept(ctx, req))
 	if res.Replayed || res.Response.Status != 202 {
 		t.Fatalf("first accept: %+v", res)
 	}
-	again := event("acme", "stripe", "evt_1", `{"a":1}`, now)
+	again := Event("acme", "stripe", "evt_1", `{"a":1}`, now)
 	res2 := must(s.Accept(ctx, again))
 	if !res2.Replayed || string(res2.Response.Body) != string(req.Response.Body) {
 		t.Fatalf("replay: got %+v, want body %s", res2, req.Response.Body)
@@ -219,8 +214,8 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 
 func testAcceptMismatch(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "x", "one", now)))
-	_, err := s.Accept(ctx, event("acme", "stripe", "x", "two", now))
+	must(s.Accept(ctx, Event("acme", "stripe", "x", "one", now)))
+	_, err := s.Accept(ctx, Event("acme", "stripe", "x", "two", now))
 	if !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("different body: got %v, want ErrIdempotencyMismatch", err)
 	}
@@ -229,7 +224,7 @@ func testAcceptMismatch(t *testing.T, o Opener) {
 func testAcceptScopes(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	for _, k := range [][2]string{{"acme", "stripe"}, {"other", "stripe"}, {"acme", "github"}} {
-		res := must(s.Accept(ctx, event(k[0], k[1], "same-id", "body-"+k[0]+k[1], now)))
+		res := must(s.Accept(ctx, Event(k[0], k[1], "same-id", "body-"+k[0]+k[1], now)))
 		if res.Replayed {
 			t.Fatalf("%v: same ID in another scope was treated as a duplicate", k)
 		}
@@ -247,7 +242,7 @@ func testAcceptConcurrent(t *testing.T, o Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = hs[i%len(hs)].Accept(ctx, event("acme", "stripe", "race", "body", now, "ep1"))
+			results[i], errs[i] = hs[i%len(hs)].Accept(ctx, Event("acme", "stripe", "race", "body", now, "ep1"))
 		}()
 	}
 	wg.Wait()
@@ -275,17 +270,17 @@ func testAcceptConcurrent(t *testing.T, o Opener) {
 
 func testAcceptExpiry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "short", "one", now)
+	req := Event("acme", "stripe", "short", "one", now)
 	req.DedupeUntil = now.Add(1500 * time.Millisecond)
 	must(s.Accept(ctx, req))
 	// Once the window has passed, the ID is new again, even with another body.
-	later := event("acme", "stripe", "short", "two", now.Add(2*time.Second))
+	later := Event("acme", "stripe", "short", "two", now.Add(2*time.Second))
 	res, err := s.Accept(ctx, later)
 	if err != nil || res.Replayed {
 		t.Fatalf("dedupe record did not expire: %+v %v", res, err)
 	}
 	// And the new record is the one remembered now.
-	res, err = s.Accept(ctx, event("acme", "stripe", "short", "two", now.Add(3*time.Second)))
+	res, err = s.Accept(ctx, Event("acme", "stripe", "short", "two", now.Add(3*time.Second)))
 	if err != nil || !res.Replayed || string(res.Response.Body) != string(later.Response.Body) {
 		t.Fatalf("after expiry the new answer is not remembered: %+v %v", res, err)
 	}
@@ -296,11 +291,11 @@ func testAcceptSurvivesRestart(t *testing.T, o Opener) {
 		t.Skip("engine has no reopen")
 	}
 	s, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "durable", "body", now, "ep1")
+	req := Event("acme", "stripe", "durable", "body", now, "ep1")
 	must(s.Accept(ctx, req))
 	s = o.Reopen(t, s)
 	t.Cleanup(func() { _ = s.Close() })
-	res := must(s.Accept(ctx, event("acme", "stripe", "durable", "body", now)))
+	res := must(s.Accept(ctx, Event("acme", "stripe", "durable", "body", now)))
 	if !res.Replayed || string(res.Response.Body) != string(req.Response.Body) {
 		t.Fatalf("after restart: %+v", res)
 	}
@@ -312,7 +307,7 @@ func testAcceptSurvivesRestart(t *testing.T, o Opener) {
 
 func testClaimCompleteRetry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "c1", "body", now, "ep1", "ep2")
+	req := Event("acme", "stripe", "c1", "body", now, "ep1", "ep2")
 	must(s.Accept(ctx, req))
 	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
 	if len(jobs) != 1 || jobs[0].Delivery.Endpoint != "ep1" || jobs[0].Delivery.State != storage.StateDelivering {
@@ -355,7 +350,7 @@ func testClaimCompleteRetry(t *testing.T, o Opener) {
 
 func testClaimLeaseExpiry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "l1", "body", now, "ep1")))
+	must(s.Accept(ctx, Event("acme", "stripe", "l1", "body", now, "ep1")))
 	first := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
 	// The worker died: no Complete. After the lease the delivery is due again.
 	if got := must(s.Claim(ctx, "ep1", now.Add(59*time.Second), 10, time.Minute)); len(got) != 0 {
@@ -388,7 +383,7 @@ func testReleaseAndNextDue(t *testing.T, o Opener) {
 	if _, found := must2(s.NextDue(ctx, "ep1")); found {
 		t.Fatal("empty outbox has a due time")
 	}
-	must(s.Accept(ctx, event("acme", "stripe", "r1", "body", now, "ep1")))
+	must(s.Accept(ctx, Event("acme", "stripe", "r1", "body", now, "ep1")))
 	due, found := must2(s.NextDue(ctx, "ep1"))
 	if !found || !due.Equal(now) {
 		t.Fatalf("next due %v %v, want %v", due, found, now)
@@ -410,7 +405,7 @@ func testReleaseAndNextDue(t *testing.T, o Opener) {
 
 func testEnqueueAndRetry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "e1", "body", now, "ep1")
+	req := Event("acme", "stripe", "e1", "body", now, "ep1")
 	must(s.Accept(ctx, req))
 	d := req.Deliveries[0]
 	d.ID = storage.NewID("dlv_", now)
@@ -444,7 +439,7 @@ func testEnqueueAndRetry(t *testing.T, o Opener) {
 // (a worker that died).
 func testRetryWaitsForAnAttempt(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "inflight", "body", now, "ep1")
+	req := Event("acme", "stripe", "inflight", "body", now, "ep1")
 	must(s.Accept(ctx, req))
 	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
 	if len(jobs) != 1 {
@@ -479,8 +474,8 @@ func testQueuedEndpoints(t *testing.T, o Opener) {
 	if ids := must(s.QueuedEndpoints(ctx)); len(ids) != 0 {
 		t.Fatalf("empty store: %v", ids)
 	}
-	must(s.Accept(ctx, event("acme", "stripe", "q1", "body", now, "ep1", "ep2", "ep3", "ep4", "ep1x")))
-	must(s.Accept(ctx, event("acme", "stripe", "q2", "body", now, "ep1", "ep2")))
+	must(s.Accept(ctx, Event("acme", "stripe", "q1", "body", now, "ep1", "ep2", "ep3", "ep4", "ep1x")))
+	must(s.Accept(ctx, Event("acme", "stripe", "q2", "body", now, "ep1", "ep2")))
 	if jobs := must(s.Claim(ctx, "ep2", now, 10, time.Minute)); len(jobs) != 2 {
 		t.Fatalf("claim ep2: %+v", jobs)
 	}
@@ -500,7 +495,7 @@ func testQueuedEndpoints(t *testing.T, o Opener) {
 // still found.
 func testEarlierDueAfterClaims(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "fl", "b", now, "ep1", "ep1", "ep1")
+	req := Event("acme", "stripe", "fl", "b", now, "ep1", "ep1", "ep1")
 	must(s.Accept(ctx, req))
 	for range 3 {
 		jobs := must(s.Claim(ctx, "ep1", now, 1, time.Minute))
@@ -575,7 +570,7 @@ func testClaimsRaceInserts(t *testing.T, o Opener) {
 	for w := range writers {
 		ws.Go(func() {
 			for i := range perWriter {
-				req := event("acme", "stripe", fmt.Sprintf("race-%d-%d", w, i), "b", time.Now().UTC(), "ep1")
+				req := Event("acme", "stripe", fmt.Sprintf("race-%d-%d", w, i), "b", time.Now().UTC(), "ep1")
 				if _, err := hs[w%len(hs)].Accept(ctx, req); err != nil {
 					t.Error(err)
 					return
@@ -602,7 +597,7 @@ func testClaimsRaceInserts(t *testing.T, o Opener) {
 func testCancelEndpoint(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	for i := range 5 {
-		must(s.Accept(ctx, event("acme", "stripe", fmt.Sprint("k", i), "b", now, "gone", "kept")))
+		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprint("k", i), "b", now, "gone", "kept")))
 	}
 	if n := must(s.CancelEndpoint(ctx, "gone")); n != 5 {
 		t.Fatalf("cancelled %d, want 5", n)
@@ -620,8 +615,8 @@ func testCancelEndpoint(t *testing.T, o Opener) {
 func testListTimeBoundsExact(t *testing.T, o Opener) {
 	s, ctx := open(t, o), context.Background()
 	ms := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	early := event("acme", "stripe", "early", "b", ms.Add(100*time.Microsecond), "ep")
-	late := event("acme", "stripe", "late", "b", ms.Add(900*time.Microsecond), "ep")
+	early := Event("acme", "stripe", "early", "b", ms.Add(100*time.Microsecond), "ep")
+	late := Event("acme", "stripe", "late", "b", ms.Add(900*time.Microsecond), "ep")
 	must(s.Accept(ctx, early))
 	must(s.Accept(ctx, late))
 	cut := ms.Add(500 * time.Microsecond)
@@ -653,7 +648,7 @@ func testListEventsPaging(t *testing.T, o Opener) {
 		if i%5 == 0 {
 			tenant = "other"
 		}
-		req := event(tenant, "stripe", fmt.Sprint("p", i), "b", base.Add(time.Duration(i)*time.Second))
+		req := Event(tenant, "stripe", fmt.Sprint("p", i), "b", base.Add(time.Duration(i)*time.Second))
 		must(s.Accept(ctx, req))
 		if tenant == "acme" {
 			ids = append(ids, req.Event.ID)
@@ -670,7 +665,7 @@ func testListEventsPaging(t *testing.T, o Opener) {
 			got = append(got, e.ID)
 		}
 		// Events arriving while paging must not disturb the walk.
-		must(s.Accept(ctx, event("acme", "stripe", fmt.Sprint("new", pages), "b", time.Now().UTC())))
+		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprint("new", pages), "b", time.Now().UTC())))
 		if next == "" {
 			break
 		}
@@ -703,7 +698,7 @@ func testListEventsPageBytes(t *testing.T, o Opener) {
 	body := strings.Repeat("a", 1<<20)
 	want := map[string]bool{}
 	for i := range storage.PageBytes>>20 + 4 {
-		req := event("acme", "stripe", fmt.Sprint("big", i), body, base.Add(time.Duration(i)*time.Millisecond))
+		req := Event("acme", "stripe", fmt.Sprint("big", i), body, base.Add(time.Duration(i)*time.Millisecond))
 		must(s.Accept(ctx, req))
 		want[req.Event.ID] = true
 	}
@@ -734,8 +729,8 @@ func testListEventsPageBytes(t *testing.T, o Opener) {
 
 func testListDeliveriesFilters(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "f1", "b", now, "ep1", "ep2")))
-	must(s.Accept(ctx, event("other", "stripe", "f1", "b", now, "ep3")))
+	must(s.Accept(ctx, Event("acme", "stripe", "f1", "b", now, "ep1", "ep2")))
+	must(s.Accept(ctx, Event("other", "stripe", "f1", "b", now, "ep3")))
 	jobs := must(s.Claim(ctx, "ep1", now, 1, time.Minute))
 	ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
 		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
@@ -952,8 +947,8 @@ func testReplays(t *testing.T, o Opener) {
 func testPurge(t *testing.T, o Opener) {
 	s, ctx := open(t, o), context.Background()
 	now := time.Now().UTC()
-	old := event("acme", "stripe", "old", "b", now.Add(-2*time.Hour), "ep1")
-	fresh := event("acme", "stripe", "fresh", "b", now, "ep1")
+	old := Event("acme", "stripe", "old", "b", now.Add(-2*time.Hour), "ep1")
+	fresh := Event("acme", "stripe", "fresh", "b", now, "ep1")
 	must(s.Accept(ctx, old))
 	must(s.Accept(ctx, fresh))
 	if n := must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)); n != 1 {
@@ -981,9 +976,9 @@ func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
 	now := time.Now().UTC()
 	then := now.Add(-2 * time.Hour)
 	cutoff := now.Add(-time.Hour)
-	stale := event("acme", "stripe", "stale", "b", then, "ep1")
-	replayed := event("acme", "stripe", "replayed", "b", then.Add(time.Second), "ep1")
-	retried := event("acme", "stripe", "retried", "b", then.Add(2*time.Second), "ep2")
+	stale := Event("acme", "stripe", "stale", "b", then, "ep1")
+	replayed := Event("acme", "stripe", "replayed", "b", then.Add(time.Second), "ep1")
+	retried := Event("acme", "stripe", "retried", "b", then.Add(2*time.Second), "ep2")
 	for _, r := range []*storage.AcceptRequest{stale, replayed, retried} {
 		must(s.Accept(ctx, r))
 	}
@@ -1047,9 +1042,9 @@ func testPurgeKeepsLongRetryWindows(t *testing.T, o Opener) {
 	now := time.Now().UTC()
 	then := now.Add(-2 * time.Hour)
 	cutoff, liveCutoff := now.Add(-time.Hour), now.Add(-3*time.Hour)
-	retrying := event("acme", "stripe", "retrying", "b", then, "ep1")
-	done := event("acme", "stripe", "done", "b", then.Add(time.Second), "ep2")
-	older := event("acme", "stripe", "older", "b", now.Add(-4*time.Hour), "ep3")
+	retrying := Event("acme", "stripe", "retrying", "b", then, "ep1")
+	done := Event("acme", "stripe", "done", "b", then.Add(time.Second), "ep2")
+	older := Event("acme", "stripe", "older", "b", now.Add(-4*time.Hour), "ep3")
 	for _, r := range []*storage.AcceptRequest{retrying, done, older} {
 		must(s.Accept(ctx, r))
 	}
@@ -1080,7 +1075,7 @@ func testClosed(t *testing.T, o Opener) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Accept(context.Background(), event("a", "b", "c", "d", time.Now()))
+	_, err := s.Accept(context.Background(), Event("a", "b", "c", "d", time.Now()))
 	if !errors.Is(err, storage.ErrClosed) {
 		t.Fatalf("accept on a closed store: %v", err)
 	}

@@ -22,7 +22,7 @@ import (
 // the outbox, with its attempt recorded, and a manual retry refused.
 func testCompleteCancelled(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "fc", "b", now, "ep")))
+	must(s.Accept(ctx, Event("acme", "stripe", "fc", "b", now, "ep")))
 	j := must(s.Claim(ctx, "ep", now, 10, time.Minute))[0]
 	ok(s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil,
 		Attempt: storage.Attempt{N: 1, At: now, Error: "not sent"}, State: storage.StateCancelled}))
@@ -50,7 +50,7 @@ func testCompleteCancelled(t *testing.T, o Opener) {
 // now+lease, and a dead worker's attempt is not counted.
 func testClaimOldestDueFirst(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "order", "b", now.Add(-2*time.Minute), "ep")
+	req := Event("acme", "stripe", "order", "b", now.Add(-2*time.Minute), "ep")
 	req.Deliveries[0].NextAttemptAt = now.Add(-70 * time.Second)
 	must(s.Accept(ctx, req))
 	dead := must(s.Claim(ctx, "ep", now.Add(-62500*time.Millisecond), 10, time.Minute)) // its lease ends at now-2.5s
@@ -92,10 +92,10 @@ func testCursorSurvivesPurgeAndRestart(t *testing.T, o Opener) {
 		var req *storage.AcceptRequest
 		if i < 4 {
 			// Kept by retention: a live delivery with a fresh retry budget.
-			req = event("acme", "stripe", fmt.Sprint("c", i), "b", old.Add(time.Duration(i)*time.Second), "ep")
+			req = Event("acme", "stripe", fmt.Sprint("c", i), "b", old.Add(time.Duration(i)*time.Second), "ep")
 			req.Deliveries[0].RetryFrom = now
 		} else {
-			req = event("acme", "stripe", fmt.Sprint("c", i), "b", old.Add(time.Duration(i)*time.Second))
+			req = Event("acme", "stripe", fmt.Sprint("c", i), "b", old.Add(time.Duration(i)*time.Second))
 		}
 		must(s.Accept(ctx, req))
 		ids = append(ids, req.Event.ID)
@@ -146,7 +146,7 @@ func testCursorSurvivesPurgeAndRestart(t *testing.T, o Opener) {
 // releaseClaimed), whatever happened to them meanwhile.
 func testReleaseLeavesFinishedAndCancelled(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "rel", "b", now, "ep", "ep")))
+	must(s.Accept(ctx, Event("acme", "stripe", "rel", "b", now, "ep", "ep")))
 	jobs := must(s.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(jobs) != 2 {
 		t.Fatalf("claim: %+v", jobs)
@@ -207,7 +207,7 @@ func testIdempotencyLeaseAndZeroRemember(t *testing.T, o Opener) {
 // every method"); the suite checked Accept alone.
 func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 	s, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "cl", "b", now, "ep")
+	req := Event("acme", "stripe", "cl", "b", now, "ep")
 	must(s.Accept(ctx, req))
 	ok(s.PutReplay(ctx, &storage.ReplayJob{ID: storage.NewID("rpl_", now), State: storage.ReplayRunning}))
 	ok(s.Close())
@@ -259,7 +259,7 @@ func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 		"GetReplay":     func() error { _, err := s.GetReplay(ctx, "rpl_x"); return err },
 		"ListReplays":   func() error { _, err := s.ListReplays(ctx, ""); return err },
 		"Purge":         func() error { _, err := s.Purge(ctx, now.Add(time.Hour), now.Add(time.Hour), 10); return err },
-		"Accept":        func() error { _, err := s.Accept(ctx, event("acme", "stripe", "cl", "b", now)); return err },
+		"Accept":        func() error { _, err := s.Accept(ctx, Event("acme", "stripe", "cl", "b", now)); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, storage.ErrClosed) {
@@ -273,7 +273,7 @@ func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 // due again, its attempts kept, a new budget from its attempt count.
 func testRetryOfPendingAndSucceeded(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "rt", "b", now, "ep")
+	req := Event("acme", "stripe", "rt", "b", now, "ep")
 	req.Deliveries[0].NextAttemptAt = now.Add(time.Hour)
 	req.Deliveries[0].Interval = time.Minute
 	must(s.Accept(ctx, req))
@@ -313,9 +313,9 @@ func testRetryOfPendingAndSucceeded(t *testing.T, o Opener) {
 // listing, show nothing of the other tenant.
 func testTenantFilters(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	mine := event("acme", "stripe", "t1", "b", now.Add(-2*time.Second), "a1")
-	theirs := event("other", "stripe", "t1", "b", now.Add(-time.Second), "o1")
-	newest := event("other", "stripe", "t2", "b", now, "o1")
+	mine := Event("acme", "stripe", "t1", "b", now.Add(-2*time.Second), "a1")
+	theirs := Event("other", "stripe", "t1", "b", now.Add(-time.Second), "o1")
+	newest := Event("other", "stripe", "t2", "b", now, "o1")
 	for _, r := range []*storage.AcceptRequest{mine, theirs, newest} {
 		must(s.Accept(ctx, r))
 	}
@@ -368,7 +368,7 @@ func testEnqueueRacesPurge(t *testing.T, o Opener) {
 	cutoff := now.Add(-time.Hour)
 	var stored []string
 	for i := range 30 {
-		req := event("acme", "stripe", fmt.Sprint("race", i), "b", old.Add(time.Duration(i)*time.Millisecond), "old")
+		req := Event("acme", "stripe", fmt.Sprint("race", i), "b", old.Add(time.Duration(i)*time.Millisecond), "old")
 		must(s.Accept(ctx, req))
 		fresh := req.Deliveries[0]
 		fresh.ID, fresh.Endpoint = storage.NewID("dlv_", now), "fresh"
@@ -413,17 +413,17 @@ func testEnqueueRacesPurge(t *testing.T, o Opener) {
 // with the first answer (SPEC 3), not stored as a second event.
 func testPurgeKeepsDedupeRecords(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	first := event("acme", "stripe", "pd", "b", now.Add(-2*time.Hour), "ep")
+	first := Event("acme", "stripe", "pd", "b", now.Add(-2*time.Hour), "ep")
 	first.DedupeUntil = now.Add(time.Hour)
 	must(s.Accept(ctx, first))
 	if n := must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)); n != 1 {
 		t.Fatalf("purged %d, want 1", n)
 	}
-	resend := event("acme", "stripe", "pd", "b", now, "ep")
+	resend := Event("acme", "stripe", "pd", "b", now, "ep")
 	if r := must(s.Accept(ctx, resend)); !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("resend after the event was purged: %+v, want the first answer", r)
 	}
-	if _, err := s.Accept(ctx, event("acme", "stripe", "pd", "other", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := s.Accept(ctx, Event("acme", "stripe", "pd", "other", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("other body after the event was purged: %v, want ErrIdempotencyMismatch", err)
 	}
 	if evs, _ := must2(s.ListEvents(ctx, storage.EventFilter{})); len(evs) != 0 {
@@ -479,10 +479,10 @@ func testMissingRecords(t *testing.T, o Opener) {
 // event was stored again as a new event with new deliveries.
 func testFarFutureDedupeWindow(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	first := event("acme", "stripe", "forever", "b", now, "ep")
+	first := Event("acme", "stripe", "forever", "b", now, "ep")
 	first.DedupeUntil = now.Add(2_500_000 * time.Hour) // ~285 years
 	must(s.Accept(ctx, first))
-	r, err := s.Accept(ctx, event("acme", "stripe", "forever", "b", now.Add(time.Second), "ep"))
+	r, err := s.Accept(ctx, Event("acme", "stripe", "forever", "b", now.Add(time.Second), "ep"))
 	if err != nil || !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("resend a second later, inside a dedupe window until %v: replayed %v, answer %s, err %v; want the first answer %s",
 			first.DedupeUntil.Format(time.DateOnly), r.Replayed, r.Response.Body, err, first.Response.Body)
@@ -528,7 +528,7 @@ func testLeaseTakenOverByAPeer(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	hs := handles(t, o, s)
 	a, b := hs[0], hs[len(hs)-1]
-	req := event("acme", "stripe", "lease", "b", now, "ep")
+	req := Event("acme", "stripe", "lease", "b", now, "ep")
 	must(a.Accept(ctx, req))
 	first := must(a.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(first) != 1 {
@@ -564,7 +564,7 @@ func testLeaseTakenOverByAPeer(t *testing.T, o Opener) {
 func testOutsideBytesKeptExactly(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	id := "\xff\xfe bad utf-8 \x00 nul"
-	req := event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")
+	req := Event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")
 	req.Event.Type = "type.\xc3\x28\x00"
 	req.Event.ContentType = "application/octet-stream"
 	req.Event.Headers = map[string]string{"X-Raw": "\xff\x00value", "X-Empty": ""}
@@ -577,11 +577,11 @@ func testOutsideBytesKeptExactly(t *testing.T, o Opener) {
 	if !got.ReceivedAt.Equal(now) {
 		t.Fatalf("received_at read back as %v, want %v to the nanosecond", got.ReceivedAt, now)
 	}
-	r := must(s.Accept(ctx, event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")))
+	r := must(s.Accept(ctx, Event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")))
 	if !r.Replayed {
 		t.Fatalf("a resend of the same binary event ID was not replayed: %+v", r)
 	}
-	if r := must(s.Accept(ctx, event("acme", "stripe", "\xff\xfe bad utf-8 \x00 nu", "b", now, "ep"))); r.Replayed {
+	if r := must(s.Accept(ctx, Event("acme", "stripe", "\xff\xfe bad utf-8 \x00 nu", "b", now, "ep"))); r.Replayed {
 		t.Fatalf("another event ID (one byte shorter) was replayed as the first: %+v", r)
 	}
 }

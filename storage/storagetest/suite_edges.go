@@ -19,13 +19,13 @@ import (
 // DedupeUntil is a new event (testAcceptExpiry only checks well after).
 func testDedupeWindowIsExact(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	first := event("acme", "stripe", "w", "b", now, "ep")
+	first := Event("acme", "stripe", "w", "b", now, "ep")
 	must(s.Accept(ctx, first))
-	inside := event("acme", "stripe", "w", "b", first.DedupeUntil.Add(-time.Nanosecond))
+	inside := Event("acme", "stripe", "w", "b", first.DedupeUntil.Add(-time.Nanosecond))
 	if r := must(s.Accept(ctx, inside)); !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("resend 1ns before the window's end: %+v, want the first answer", r)
 	}
-	at := event("acme", "stripe", "w", "other body", first.DedupeUntil)
+	at := Event("acme", "stripe", "w", "other body", first.DedupeUntil)
 	if r, err := s.Accept(ctx, at); err != nil || r.Replayed {
 		t.Fatalf("resend at the window's end: %+v %v, want a new event", r, err)
 	}
@@ -37,10 +37,10 @@ func testMismatchSurvivesRestart(t *testing.T, o Opener) {
 		t.Skip("engine has no reopen")
 	}
 	db, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
-	must(db.Accept(ctx, event("acme", "stripe", "m", "one", now, "ep")))
+	must(db.Accept(ctx, Event("acme", "stripe", "m", "one", now, "ep")))
 	db = o.Reopen(t, db)
 	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Accept(ctx, event("acme", "stripe", "m", "two", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := db.Accept(ctx, Event("acme", "stripe", "m", "two", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("other body after restart: %v, want ErrIdempotencyMismatch", err)
 	}
 }
@@ -53,7 +53,7 @@ func testClaimSurvivesRestart(t *testing.T, o Opener) {
 		t.Skip("engine has no reopen")
 	}
 	db, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
-	must(db.Accept(ctx, event("acme", "stripe", "c", "b", now, "ep")))
+	must(db.Accept(ctx, Event("acme", "stripe", "c", "b", now, "ep")))
 	jobs := must(db.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(jobs) != 1 {
 		t.Fatalf("claim: %+v", jobs)
@@ -75,7 +75,7 @@ func testClaimSurvivesRestart(t *testing.T, o Opener) {
 // after it (the handing worker died).
 func testAcceptWritesClaimedDeliveries(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "h", "b", now, "ep", "ep")
+	req := Event("acme", "stripe", "h", "b", now, "ep", "ep")
 	lease := now.Add(time.Minute)
 	for i := range req.Deliveries {
 		req.Deliveries[i].State, req.Deliveries[i].LeaseUntil = storage.StateDelivering, lease
@@ -98,7 +98,7 @@ func testAcceptWritesClaimedDeliveries(t *testing.T, o Opener) {
 // retry budget.
 func testCompleteWithoutCountingAttempt(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "p", "b", now, "ep")))
+	must(s.Accept(ctx, Event("acme", "stripe", "p", "b", now, "ep")))
 	j := must(s.Claim(ctx, "ep", now, 10, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: false,
 		Attempt: storage.Attempt{N: 1, At: now, Error: "paused"}, State: storage.StatePending, NextAttemptAt: now.Add(time.Second)}); err != nil {
@@ -115,7 +115,7 @@ func testCompleteWithoutCountingAttempt(t *testing.T, o Opener) {
 // ids are ignored.
 func testReleaseOnlyUnderItsLease(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, event("acme", "stripe", "r", "b", now, "ep")))
+	must(s.Accept(ctx, Event("acme", "stripe", "r", "b", now, "ep")))
 	j := must(s.Claim(ctx, "ep", now, 10, time.Minute))[0]
 	if err := s.Release(ctx, []string{j.Delivery.ID, "dlv_missing"}, j.Delivery.LeaseUntil.Add(time.Second), now); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func testReleaseOnlyUnderItsLease(t *testing.T, o Opener) {
 // before its claim: claims still take the earliest due first.
 func testReleaseKeepingDueTimes(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC().Truncate(time.Millisecond)
-	early, late := event("acme", "stripe", "early", "b", now, "ep"), event("acme", "stripe", "late", "b", now, "ep")
+	early, late := Event("acme", "stripe", "early", "b", now, "ep"), Event("acme", "stripe", "late", "b", now, "ep")
 	early.Deliveries[0].NextAttemptAt = now.Add(-time.Hour)
 	late.Deliveries[0].NextAttemptAt = now.Add(-time.Minute)
 	must(s.Accept(ctx, late))
@@ -162,7 +162,7 @@ func testReleaseKeepingDueTimes(t *testing.T, o Opener) {
 // Retry: ErrConflict for a cancelled delivery, ErrNotFound for none.
 func testRetryRefusals(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "x", "b", now, "gone")
+	req := Event("acme", "stripe", "x", "b", now, "gone")
 	must(s.Accept(ctx, req))
 	must(s.CancelEndpoint(ctx, "gone"))
 	if _, err := s.Retry(ctx, req.Deliveries[0].ID, now); !errors.Is(err, storage.ErrConflict) {
@@ -177,9 +177,9 @@ func testRetryRefusals(t *testing.T, o Opener) {
 // ErrLeaseLost) and leaves finished ones as they are.
 func testCancelEndpointStates(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	done := event("acme", "stripe", "c1", "b", now, "ep")
-	claimed := event("acme", "stripe", "c2", "b", now.Add(time.Millisecond), "ep")
-	pending := event("acme", "stripe", "c3", "b", now.Add(2*time.Millisecond), "ep")
+	done := Event("acme", "stripe", "c1", "b", now, "ep")
+	claimed := Event("acme", "stripe", "c2", "b", now.Add(time.Millisecond), "ep")
+	pending := Event("acme", "stripe", "c3", "b", now.Add(2*time.Millisecond), "ep")
 	for _, r := range []*storage.AcceptRequest{done, claimed, pending} {
 		must(s.Accept(ctx, r))
 	}
@@ -209,7 +209,7 @@ func testCancelEndpointStates(t *testing.T, o Opener) {
 func testDepth(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	for i := range 5 {
-		must(s.Accept(ctx, event("acme", "stripe", fmt.Sprint("d", i), "b", now, "ep")))
+		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprint("d", i), "b", now, "ep")))
 	}
 	must(s.Claim(ctx, "ep", now, 2, time.Minute))
 	if live, due, err := s.Depth(ctx, "ep", now, 100); err != nil || live != 5 || due != 3 {
@@ -231,7 +231,7 @@ func testListFiltersAndDeliveryPaging(t *testing.T, o Opener) {
 	base := time.Now().UTC().Add(-time.Hour)
 	var dls []string
 	for i := range 12 {
-		req := event("acme", "stripe", fmt.Sprint("l", i), "b", base.Add(time.Duration(i)*time.Second), "ep")
+		req := Event("acme", "stripe", fmt.Sprint("l", i), "b", base.Add(time.Duration(i)*time.Second), "ep")
 		if i%3 == 0 {
 			req.Key.Source, req.Event.Source = "github", "github"
 		}
@@ -291,7 +291,7 @@ func testPurgeLimitAndAttempts(t *testing.T, o Opener) {
 	old := now.Add(-2 * time.Hour)
 	var first *storage.AcceptRequest
 	for i := range 5 {
-		r := event("acme", "stripe", fmt.Sprint("o", i), "b", old.Add(time.Duration(i)*time.Second), "ep")
+		r := Event("acme", "stripe", fmt.Sprint("o", i), "b", old.Add(time.Duration(i)*time.Second), "ep")
 		must(s.Accept(ctx, r))
 		if i == 0 {
 			first = r
@@ -323,7 +323,7 @@ func testPurgeLimitAndAttempts(t *testing.T, o Opener) {
 // Enqueue is all or nothing: a batch with one missing event writes none.
 func testEnqueueIsAtomic(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "e", "b", now)
+	req := Event("acme", "stripe", "e", "b", now)
 	must(s.Accept(ctx, req))
 	good := storage.Delivery{ID: storage.NewID("dlv_", now), Event: req.Event.ID, Tenant: "acme", Endpoint: "ep",
 		State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}
@@ -385,7 +385,7 @@ func testCatalogAndReplays(t *testing.T, o Opener) {
 // transactions hold; a larger limit may be capped at it.
 func testClaimMaxClaim(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "big", "b", now, "ep")
+	req := Event("acme", "stripe", "big", "b", now, "ep")
 	must(s.Accept(ctx, req))
 	for left := storage.MaxClaim; left > 0; {
 		ds := make([]storage.Delivery, min(left, 500))
@@ -408,7 +408,7 @@ func testClaimMaxClaim(t *testing.T, o Opener) {
 // with an event missing, neither; without deliveries, the progress alone.
 func testEnqueueReplayIsAtomic(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	req := event("acme", "stripe", "r", "b", now, "ep")
+	req := Event("acme", "stripe", "r", "b", now, "ep")
 	must(s.Accept(ctx, req))
 	job := &storage.ReplayJob{ID: storage.NewID("rpl_", now), Tenant: "acme", State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now}
 	ok(s.PutReplay(ctx, job))
@@ -506,7 +506,7 @@ func testEndpointHold(t *testing.T, o Opener) {
 	}
 	complete := func(id string, at, hold time.Time, url string) error {
 		t.Helper()
-		must(s.Accept(ctx, event("acme", "stripe", id, "b", at, "ep")))
+		must(s.Accept(ctx, Event("acme", "stripe", id, "b", at, "ep")))
 		j := must(s.Claim(ctx, "ep", at, 1, time.Minute))
 		if len(j) != 1 {
 			t.Fatalf("claim of %s: %d jobs", id, len(j))
@@ -540,7 +540,7 @@ func testEndpointHold(t *testing.T, o Opener) {
 	}
 	check("after a hold asked by the endpoint's new URL", now, short, "https://b.example/hook")
 	// An outcome whose lease was lost writes nothing, its hold neither.
-	must(s.Accept(ctx, event("acme", "stripe", "h5", "b", now.Add(4*time.Millisecond), "ep")))
+	must(s.Accept(ctx, Event("acme", "stripe", "h5", "b", now.Add(4*time.Millisecond), "ep")))
 	j := must(s.Claim(ctx, "ep", now.Add(4*time.Millisecond), 1, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil.Add(time.Second), CountAttempt: true,
 		Attempt: storage.Attempt{N: 1, At: now}, State: storage.StateFailed, Hold: long, HoldURL: "https://b.example/hook"}); !errors.Is(err, storage.ErrLeaseLost) {
@@ -554,7 +554,7 @@ func testEndpointHold(t *testing.T, o Opener) {
 	}
 	check("once it has passed", short, time.Time{}, "")
 	// A success that ends the hold (an operator's retry went through).
-	must(s.Accept(ctx, event("acme", "stripe", "h6", "b", now.Add(5*time.Millisecond), "ep")))
+	must(s.Accept(ctx, Event("acme", "stripe", "h6", "b", now.Add(5*time.Millisecond), "ep")))
 	j = must(s.Claim(ctx, "ep", now.Add(5*time.Millisecond), 1, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
 		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded, EndHold: true}); err != nil {
