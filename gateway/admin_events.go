@@ -59,11 +59,11 @@ func newEventView(ev *storage.Event) eventView {
 // plain type is at most the 512 bytes ingest takes).
 const maxTypeGlob = 128
 
-// listEvents is GET /events?source=&type=&since=&until=&limit=&cursor=,
-// newest first. type is a glob, as an endpoint's event_types are
+// listEvents is GET /events?source=&type=&event_id=&since=&until=&limit=&cursor=,
+// newest first; event_id is the provider's event ID. type is a glob, as an endpoint's event_types are
 // ("invoice.*"), as Stripe's list filter is.
 func (a *adminAPI) listEvents(c *fiber.Ctx) error {
-	p, err := parsePage(c, "source", "type", "since", "until")
+	p, err := parsePage(c, "source", "type", "event_id", "since", "until")
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", maxTypeGlob))
 	}
 	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
-		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ,
+		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ, EventID: c.Query("event_id"),
 		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
 	})
 	if err != nil {

@@ -64,6 +64,7 @@ type dispatcher interface {
 	Reserve(endpoints []string, now time.Time) []time.Time
 	Unreserve(endpoints []string)
 	Hand(jobs []storage.Job)
+	EndpointPause(endpoint string, now time.Time) (outbound.Pause, bool)
 }
 
 // Gateway is a running hookgate.

@@ -526,10 +526,12 @@ type EventFilter struct {
 	Tenant string // "" = all tenants
 	Source string
 	Type   string // a type, or a glob of types (MatchType), e.g. "invoice.*"
-	Since  time.Time
-	Until  time.Time
-	Limit  int
-	Cursor string
+	// EventID is the provider's event ID (Event.EventID), exactly.
+	EventID string
+	Since   time.Time
+	Until   time.Time
+	Limit   int
+	Cursor  string
 }
 
 // DeliveryFilter selects deliveries, newest first.

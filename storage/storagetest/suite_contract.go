@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -343,6 +344,27 @@ func testTenantFilters(t *testing.T, o Opener) {
 	evs, _ := must2(s.ListEvents(ctx, storage.EventFilter{Tenant: "acme", Source: "stripe"}))
 	if len(evs) != 1 || evs[0].ID != mine.Event.ID {
 		t.Fatalf("acme's events of source stripe: %+v", evs)
+	}
+	// The provider's event ID t1 is both tenants': each sees its own, an
+	// operator both, newest first; an unknown one matches nothing.
+	for name, c := range map[string]struct {
+		f    storage.EventFilter
+		want []string
+	}{
+		"acme's t1":     {storage.EventFilter{Tenant: "acme", EventID: "t1"}, []string{mine.Event.ID}},
+		"other's t1":    {storage.EventFilter{Tenant: "other", EventID: "t1"}, []string{theirs.Event.ID}},
+		"every t1":      {storage.EventFilter{EventID: "t1"}, []string{theirs.Event.ID, mine.Event.ID}},
+		"t2 and source": {storage.EventFilter{Source: "stripe", EventID: "t2"}, []string{newest.Event.ID}},
+		"unknown":       {storage.EventFilter{EventID: "t3"}, nil},
+	} {
+		evs, _ := must2(s.ListEvents(ctx, c.f))
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("event ID filter %s: %v, want %v", name, got, c.want)
+		}
 	}
 	// A cursor made by an operator's listing, at the other tenant's event.
 	page, cursor := must2(s.ListEvents(ctx, storage.EventFilter{Limit: 1}))
