@@ -167,11 +167,12 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 		return newAPIError(fiber.StatusRequestEntityTooLarge, "body-too-large", "payload",
 			fmt.Sprintf("the payload is larger than server.max_body (%d bytes)", a.g.cfg.Server.MaxBody))
 	}
-	res, err := a.g.acc.Accept(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
+	res, err := a.g.recv.Receive(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
 		Header:     publishHeader(c.Get(headerIdempotencyKey)),
 		SkipVerify: true, EventID: in.EventID, Type: in.Type, Body: in.Payload,
 		ContentType: fiber.MIMEApplicationJSON, Headers: map[string]string{},
 	})
+
 	if err != nil {
 		return a.g.ingestError(c, src.ID, err)
 	}
