@@ -533,3 +533,36 @@ func TestSourceSeriesStayForgottenAfterIngestInFlight(t *testing.T) {
 		t.Fatalf("after DELETE /sources/open (204) /metrics still has the deleted source's series: %s", line)
 	}
 }
+
+// The gauges to alert on when delivery stops: an endpoint disabled, and
+// how long its earliest due delivery has waited past its due time.
+func TestMetricsShowAStalledEndpoint(t *testing.T) {
+	rcv := newReceiver(t)
+	rcv.failAt("stuck", true)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: stuck, tenant: acme, url: %q, retry: {initial_interval: 200ms, max_interval: 200ms, max_attempts: 100}}
+  - {id: fine, tenant: acme, url: %q, event_types: ["never"]}
+`, rcv.url("stuck"), rcv.url("fine"))})
+	g.post("open", []byte(`{"id":"s1","type":"a"}`), nil)
+	testsupport.WaitFor(t, 10*time.Second, "the first failed attempt", func() bool { return rcv.countAt("stuck") >= 1 })
+	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/stuck", acmeToken, jsonMap{"disabled": true}))
+	gauge := func(text, series string) float64 {
+		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindStringSubmatch(text)
+		if m == nil {
+			return -1
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	var text string
+	testsupport.WaitFor(t, 10*time.Second, "the stalled endpoint's gauges", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr()+"/metrics", nil)
+		_, _, b := do(t, req)
+		text = string(b)
+		return gauge(text, `hookgate_endpoint_disabled{endpoint="stuck"}`) == 1 &&
+			gauge(text, `hookgate_outbox_oldest_due_seconds{endpoint="stuck"}`) > 0.2
+	})
+	if d, o := gauge(text, `hookgate_endpoint_disabled{endpoint="fine"}`), gauge(text, `hookgate_outbox_oldest_due_seconds{endpoint="fine"}`); d != 0 || o != 0 {
+		t.Errorf("the endpoint with nothing due: disabled %v, oldest due %v s; want 0 and 0", d, o)
+	}
+}
