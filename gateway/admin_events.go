@@ -33,6 +33,9 @@ type eventView struct {
 	Body       *string         `json:"body,omitempty"`
 	BodyBase64 string          `json:"body_base64,omitempty"`
 	Deliveries *[]deliveryView `json:"deliveries,omitempty"`
+	// State is the event's state over its deliveries (storage.StateOf), in
+	// GET /events/{id}; "" when they take more than one page.
+	State string `json:"state,omitempty"`
 	// DeliveriesNextCursor, when the event has more deliveries than one
 	// page shows, continues them: GET /deliveries?event={id}&cursor=….
 	DeliveriesNextCursor string `json:"deliveries_next_cursor,omitempty"`
@@ -56,11 +59,12 @@ func newEventView(ev *storage.Event) eventView {
 	return v
 }
 
-// listEvents is GET /events?source=&type=&event_id=&since=&until=&limit=&cursor=,
-// newest first; event_id is the provider's event ID. type is a glob, as an endpoint's event_types are
+// listEvents is GET /events?source=&type=&event_id=&state=&since=&until=&limit=&cursor=,
+// newest first; event_id is the provider's event ID, state the event's
+// over its deliveries (pending, delivered, failed, unmatched). type is a glob, as an endpoint's event_types are
 // ("invoice.*"), as Stripe's list filter is.
 func (a *adminAPI) listEvents(c *fiber.Ctx) error {
-	p, err := parsePage(c, "source", "type", "event_id", "since", "until")
+	p, err := parsePage(c, "source", "type", "event_id", "state", "since", "until")
 	if err != nil {
 		return err
 	}
@@ -72,7 +76,11 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 		// A glob costs up to its length times a type's per event scanned.
 		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", config.MaxTypeGlob))
 	}
-	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
+	state, err := parseEventState("state", c.Query("state"), badRequest)
+	if err != nil {
+		return err
+	}
+	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{State: state,
 		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ, EventID: c.Query("event_id"),
 		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
 	})
@@ -99,6 +107,9 @@ func (a *adminAPI) getEvent(c *fiber.Ctx) error {
 	v := newEventView(&ev)
 	views := deliveryViews(ds)
 	v.Deliveries, v.DeliveriesNextCursor = &views, next
+	if next == "" {
+		v.State = string(storage.StateOf(ds))
+	}
 	return c.JSON(v)
 }
 
@@ -340,3 +351,13 @@ func (a *adminAPI) notify(ds []storage.Delivery) {
 
 // retentionCutoff is when events older than retention were received.
 func (a *adminAPI) retentionCutoff() time.Time { return a.now().Add(-a.g.cfg.Retention.D()) }
+
+// parseEventState reads an event state filter ("" = any); bad makes the
+// problem for a value that is none.
+func parseEventState(field, v string, bad func(field, detail string) error) (storage.EventState, error) {
+	st := storage.EventState(v)
+	if v == "" || slices.Contains(storage.EventStates, st) {
+		return st, nil
+	}
+	return "", bad(field, "must be one of pending, delivered, failed, unmatched")
+}

@@ -389,3 +389,47 @@ func TestPublishPayloadWithLoneSurrogateIsForwarded(t *testing.T) {
 		t.Fatalf("POST /events with a lone surrogate escape inside its payload: %d %s, want 202 (the payload is forwarded byte for byte)", st, b)
 	}
 }
+
+// Every event ends in a state a user can list (GET /events?state=), and a
+// bulk replay of the unmatched ones delivers what arrived before its
+// endpoint existed.
+func TestAdminEventStates(t *testing.T) {
+	rcv := newReceiver(t)
+	rcv.failAt("bad", true)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: bad, tenant: acme, url: %q, event_types: ["fail.*"], retry: {max_attempts: 1}}
+`, rcv.url("bad"))})
+	id := func(st int, _ http.Header, b []byte) string { return must[jsonMap](t, 202)(st, nil, b)["id"].(string) }
+	early := id(g.post("open", []byte(`{"id":"early","type":"order.paid"}`), nil))
+	failed := id(g.post("open", []byte(`{"id":"f1","type":"fail.me"}`), nil))
+	listed := func(state string) []string {
+		var ids []string
+		for _, ev := range must[apiList[eventView]](t, 200)(g.api("GET", "/events?state="+state, acmeToken, nil)).Data {
+			ids = append(ids, ev.ID)
+		}
+		return ids
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the failed delivery", func() bool { return slices.Equal(listed("failed"), []string{failed}) })
+	if got := listed("unmatched"); !slices.Equal(got, []string{early}) {
+		t.Fatalf("unmatched: %v, want [%s]", got, early)
+	}
+	if ev := must[eventView](t, 200)(g.api("GET", "/events/"+failed, acmeToken, nil)); ev.State != "failed" {
+		t.Fatalf("GET /events/%s: state %q, want failed", failed, ev.State)
+	}
+	wantProblem(t, "a state that is none", 400, "state")(g.api("GET", "/events?state=lost", acmeToken, nil))
+
+	// The endpoint the early event was for exists now.
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "late", "url": rcv.url("late"), "event_types": []string{"order.*"}}))
+	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"event_state": "unmatched"}))
+	if job = waitReplay(t, g, acmeToken, job.ID); job.Matched != 1 || job.Enqueued != 1 || job.EventState != "unmatched" {
+		t.Fatalf("replay of the unmatched events: %+v", job)
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the early event delivered", func() bool { return slices.Equal(listed("delivered"), []string{early}) })
+	if got := listed("unmatched"); len(got) != 0 {
+		t.Fatalf("unmatched after the replay: %v", got)
+	}
+	if rcv.countAt("late") != 1 {
+		t.Fatalf("the late endpoint got %d deliveries, want 1", rcv.countAt("late"))
+	}
+	wantProblem(t, "a replay of a state that is none", 422, "event_state")(g.api("POST", "/replays", acmeToken, jsonMap{"event_state": "gone"}))
+}

@@ -13,25 +13,26 @@ import (
 // counts the events that had at least one endpoint to replay to; enqueued
 // counts the new deliveries.
 type replayView struct {
-	ID        string `json:"id"`
-	Tenant    string `json:"tenant,omitempty"`
-	State     string `json:"state"`
-	Matched   int    `json:"matched"`
-	Enqueued  int    `json:"enqueued"`
-	Source    string `json:"source,omitempty"`
-	Endpoint  string `json:"endpoint,omitempty"`
-	Status    string `json:"status,omitempty"`
-	Since     string `json:"since,omitempty"`
-	Until     string `json:"until,omitempty"`
-	Error     string `json:"error,omitempty"`
-	CreatedAt string `json:"created_at"`
-	UpdatedAt string `json:"updated_at"`
+	ID         string `json:"id"`
+	Tenant     string `json:"tenant,omitempty"`
+	State      string `json:"state"`
+	Matched    int    `json:"matched"`
+	Enqueued   int    `json:"enqueued"`
+	Source     string `json:"source,omitempty"`
+	Endpoint   string `json:"endpoint,omitempty"`
+	Status     string `json:"status,omitempty"`
+	EventState string `json:"event_state,omitempty"`
+	Since      string `json:"since,omitempty"`
+	Until      string `json:"until,omitempty"`
+	Error      string `json:"error,omitempty"`
+	CreatedAt  string `json:"created_at"`
+	UpdatedAt  string `json:"updated_at"`
 }
 
 func newReplayView(j *storage.ReplayJob) replayView {
 	return replayView{
 		ID: j.ID, Tenant: j.Tenant, State: string(j.State), Matched: j.Matched, Enqueued: j.Enqueued,
-		Source: j.Source, Endpoint: j.Endpoint, Status: j.Status, Since: apiTime(j.Since), Until: apiTime(j.Until),
+		Source: j.Source, Endpoint: j.Endpoint, Status: j.Status, EventState: string(j.EventState), Since: apiTime(j.Since), Until: apiTime(j.Until),
 		Error: j.Error, CreatedAt: apiTime(j.CreatedAt), UpdatedAt: apiTime(j.UpdatedAt),
 	}
 }
@@ -41,8 +42,11 @@ type replayJobRequest struct {
 	Source   string `json:"source"`
 	Endpoint string `json:"endpoint"`
 	Status   string `json:"status"`
-	Since    string `json:"since"`
-	Until    string `json:"until"`
+	// EventState selects events by their state (storage.StateOf), e.g.
+	// unmatched: deliver what arrived before its endpoint existed.
+	EventState string `json:"event_state"`
+	Since      string `json:"since"`
+	Until      string `json:"until"`
 }
 
 // createReplay is POST /replays: a bulk replay of the events that match
@@ -59,7 +63,7 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 	id, derived := newID(c, "rpl_", now)
 	job := storage.ReplayJob{
 		ID: id, Tenant: who(c).tenant, Source: in.Source, Endpoint: in.Endpoint,
-		Status: in.Status, State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now,
+		Status: in.Status, EventState: storage.EventState(in.EventState), State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now,
 	}
 	if derived {
 		// Run again: the first run's job is the answer, and must not be
@@ -106,7 +110,7 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 // ("" = every tenant).
 func (a *adminAPI) replayFilters(c *fiber.Ctx, in *replayJobRequest, job *storage.ReplayJob) error {
 	if *in == (replayJobRequest{}) {
-		return unprocessable("", "name at least one filter: source, endpoint, status, since or until")
+		return unprocessable("", "name at least one filter: source, endpoint, status, event_state, since or until")
 	}
 	var err error
 	if job.Since, err = bodyTime("since", in.Since); err != nil {
@@ -119,6 +123,9 @@ func (a *adminAPI) replayFilters(c *fiber.Ctx, in *replayJobRequest, job *storag
 		return unprocessable("since", "must not be after until")
 	}
 	if _, err := parseState("status", in.Status, unprocessable); err != nil {
+		return err
+	}
+	if _, err := parseEventState("event_state", in.EventState, unprocessable); err != nil {
 		return err
 	}
 	if in.Source != "" {

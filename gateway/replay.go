@@ -273,7 +273,7 @@ type replayed struct {
 // each write succeeds.
 func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
 	evs, next, err := r.store.ListEvents(ctx, storage.EventFilter{
-		Tenant: job.Tenant, Source: job.Source, Since: job.Since, Until: replayUntil(job),
+		Tenant: job.Tenant, Source: job.Source, State: job.EventState, Since: job.Since, Until: replayUntil(job),
 		Limit: replayBatch, Cursor: job.Cursor,
 	})
 	if err != nil {

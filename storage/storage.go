@@ -532,10 +532,59 @@ type EventFilter struct {
 	Type   string // a type, or a glob of types (MatchType), e.g. "invoice.*"
 	// EventID is the provider's event ID (Event.EventID), exactly.
 	EventID string
-	Since   time.Time
-	Until   time.Time
-	Limit   int
-	Cursor  string
+	// State is the event's state over its deliveries (StateOf); "" = any.
+	State  EventState
+	Since  time.Time
+	Until  time.Time
+	Limit  int
+	Cursor string
+}
+
+// EventState is where an event stands over its deliveries: what
+// GET /events?state= lists.
+type EventState string
+
+const (
+	// EventPending: a delivery of the event is still live (pending or in
+	// flight).
+	EventPending EventState = "pending"
+	// EventDelivered: none is live, and the latest delivery to each of its
+	// endpoints succeeded.
+	EventDelivered EventState = "delivered"
+	// EventFailed: none is live, and the latest delivery to at least one
+	// endpoint did not succeed (failed, or cancelled with its endpoint).
+	EventFailed EventState = "failed"
+	// EventUnmatched: the event has no delivery at all: no endpoint matched
+	// at ingest, and none was replayed to since.
+	EventUnmatched EventState = "unmatched"
+)
+
+// EventStates are the valid states, in the order a reader meets them.
+var EventStates = []EventState{EventPending, EventDelivered, EventFailed, EventUnmatched}
+
+// StateOf is the state of an event with deliveries ds (in any order). An
+// endpoint's latest delivery is the one created last (the greater id
+// between two created at once).
+func StateOf(ds []Delivery) EventState {
+	if len(ds) == 0 {
+		return EventUnmatched
+	}
+	latest := map[string]*Delivery{}
+	for i := range ds {
+		d := &ds[i]
+		if !d.State.Terminal() {
+			return EventPending
+		}
+		if l := latest[d.Endpoint]; l == nil || d.CreatedAt.After(l.CreatedAt) || d.CreatedAt.Equal(l.CreatedAt) && d.ID > l.ID {
+			latest[d.Endpoint] = d
+		}
+	}
+	for _, d := range latest {
+		if d.State != StateSucceeded {
+			return EventFailed
+		}
+	}
+	return EventDelivered
 }
 
 // DeliveryFilter selects deliveries, newest first.
@@ -607,16 +656,18 @@ const (
 
 // ReplayJob is a bulk replay, persisted so that it resumes after a restart.
 type ReplayJob struct {
-	ID       string      `json:"id"`
-	Tenant   string      `json:"tenant"`
-	Source   string      `json:"source,omitempty"`
-	Endpoint string      `json:"endpoint,omitempty"`
-	Status   string      `json:"status,omitempty"`
-	Since    time.Time   `json:"since,omitzero"`
-	Until    time.Time   `json:"until,omitzero"`
-	State    ReplayState `json:"state"`
-	Matched  int         `json:"matched"`
-	Enqueued int         `json:"enqueued"`
+	ID       string `json:"id"`
+	Tenant   string `json:"tenant"`
+	Source   string `json:"source,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Status   string `json:"status,omitempty"`
+	// EventState selects the events by their state (StateOf).
+	EventState EventState  `json:"event_state,omitempty"`
+	Since      time.Time   `json:"since,omitzero"`
+	Until      time.Time   `json:"until,omitzero"`
+	State      ReplayState `json:"state"`
+	Matched    int         `json:"matched"`
+	Enqueued   int         `json:"enqueued"`
 	// Cursor is where a resumed job continues: the batch of events after
 	// it. Written, when set, is the last event of that batch whose
 	// deliveries are stored (those listed before it are too).

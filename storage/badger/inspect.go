@@ -62,10 +62,41 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 			db.log.Error("a listing skipped an unreadable event record", "event", id, "err", err)
 			return ev, false, nil
 		}
-		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || storage.MatchType(f.Type, ev.Type)) &&
-			(f.EventID == "" || ev.EventID == f.EventID) &&
-			within(ev.ReceivedAt, f.Since, f.Until), err
+		match := (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || storage.MatchType(f.Type, ev.Type)) &&
+			(f.EventID == "" || ev.EventID == f.EventID) && within(ev.ReceivedAt, f.Since, f.Until)
+		if match && err == nil && f.State != "" {
+			ds, derr := eventDeliveries(txn, id)
+			if derr != nil {
+				return ev, false, derr
+			}
+			match = storage.StateOf(ds) == f.State
+		}
+		return ev, match, err
 	}, func(ev *storage.Event) string { return ev.ID }, eventBytes)
+}
+
+// eventDeliveries reads the deliveries of an event through its index; an
+// index entry without its record, or an unreadable one, is left out.
+func eventDeliveries(txn *bdg.Txn, evt string) ([]storage.Delivery, error) {
+	p := append(key(prefixEventDelivery, evt), sep)
+	var ids []string
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: p, PrefetchValues: false})
+	for it.Rewind(); it.Valid(); it.Next() {
+		ids = append(ids, string(it.Item().Key()[len(p):]))
+	}
+	it.Close()
+	ds := make([]storage.Delivery, 0, len(ids))
+	for _, id := range ids {
+		d, err := getDelivery(txn, id)
+		switch {
+		case errors.Is(err, storage.ErrNotFound), errors.Is(err, errCodec):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // eventBytes is what an event weighs against storage.PageBytes.

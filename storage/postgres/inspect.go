@@ -107,6 +107,25 @@ func (w *where) add(cond string, arg any) {
 	w.conds = append(w.conds, strings.Replace(cond, "?", fmt.Sprintf("$%d", len(w.args)), 1))
 }
 
+// cond appends a condition without parameters.
+func (w *where) cond(c string) { w.conds = append(w.conds, c) }
+
+// eventStateSQL is storage.StateOf as conditions on events' rows: the
+// deliveries_event index answers each.
+const (
+	liveDeliverySQL = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event = events.id AND d.state IN ('pending', 'delivering'))`
+	anyDeliverySQL  = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event = events.id)`
+	latestNotOKSQL  = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event = events.id AND d.state IN ('failed', 'cancelled') AND NOT EXISTS (SELECT 1 FROM deliveries n WHERE n.event = d.event AND n.endpoint = d.endpoint AND (COALESCE(n.created_at, ` + minNanos + `), n.id) > (COALESCE(d.created_at, ` + minNanos + `), d.id)))`
+	minNanos        = "-9223372036854775808" // the zero time, which is stored as NULL
+)
+
+var eventStateSQL = map[storage.EventState][]string{
+	storage.EventPending:   {liveDeliverySQL},
+	storage.EventFailed:    {"NOT " + liveDeliverySQL, latestNotOKSQL},
+	storage.EventDelivered: {anyDeliverySQL, "NOT " + liveDeliverySQL, "NOT " + latestNotOKSQL},
+	storage.EventUnmatched: {"NOT " + anyDeliverySQL},
+}
+
 func (w *where) sql() string {
 	if len(w.conds) == 0 {
 		return ""
@@ -147,6 +166,9 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 		}
 		if f.EventID != "" {
 			w.add("event_id = ?", []byte(f.EventID))
+		}
+		for _, c := range eventStateSQL[f.State] {
+			w.cond(c)
 		}
 		if !f.Since.IsZero() {
 			w.add("received_at >= ?", nanos(f.Since))

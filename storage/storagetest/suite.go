@@ -87,6 +87,7 @@ func Run(t *testing.T, o Opener) {
 		"ClosedStoreRefusesEverything":      testClosedStoreRefusesEverything,
 		"RetryOfPendingAndSucceeded":        testRetryOfPendingAndSucceeded,
 		"TenantFilters":                     testTenantFilters,
+		"EventStates":                       testEventStates,
 		"EnqueueRacesPurge":                 testEnqueueRacesPurge,
 		"PurgeKeepsDedupeRecords":           testPurgeKeepsDedupeRecords,
 		"MissingRecords":                    testMissingRecords,

@@ -607,3 +607,70 @@ func testOutsideBytesKeptExactly(t *testing.T, o Opener) {
 		t.Fatalf("another event ID (one byte shorter) was replayed as the first: %+v", r)
 	}
 }
+
+// An event's state over its deliveries (GET /events?state=): unmatched
+// with none, pending while one is live, failed when an endpoint's latest
+// delivery did not succeed, delivered when every endpoint's latest did (a
+// replay that succeeded after a failure makes the event delivered).
+func testEventStates(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	finish := func(endpoint string, st storage.DeliveryState) {
+		t.Helper()
+		jobs := must(s.Claim(ctx, endpoint, now.Add(time.Hour), 10, time.Minute))
+		if len(jobs) != 1 {
+			t.Fatalf("claim of %s: %d jobs, want 1", endpoint, len(jobs))
+		}
+		ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
+			Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: st}))
+	}
+	unmatched := Event("acme", "src", "u", "b", now)
+	pending := Event("acme", "src", "p", "b", now, "live")
+	delivered := Event("acme", "src", "d", "b", now, "ok1", "ok2")
+	failed := Event("acme", "src", "f", "b", now, "ok3", "bad")
+	recovered := Event("acme", "src", "r", "b", now, "flaky")
+	theirs := Event("other", "src", "x", "b", now)
+	for _, r := range []*storage.IngestRequest{unmatched, pending, delivered, failed, recovered, theirs} {
+		must(s.Ingest(ctx, r))
+	}
+	finish("ok1", storage.StateSucceeded)
+	finish("ok2", storage.StateSucceeded)
+	finish("ok3", storage.StateSucceeded)
+	finish("bad", storage.StateFailed)
+	finish("flaky", storage.StateFailed)
+	again := recovered.Deliveries[0]
+	later := now.Add(time.Second) // a replay is created after the first delivery
+	again.ID, again.State, again.AttemptCount, again.CreatedAt = storage.NewID("dlv_", later), storage.StatePending, 0, later
+	ok(s.Enqueue(ctx, []storage.Delivery{again}))
+	if got := listIDs(t, s, storage.EventFilter{Tenant: "acme", State: storage.EventPending}); !slices.Equal(got, sorted(recovered.Event.ID, pending.Event.ID)) {
+		t.Fatalf("pending while the replay is live: %v", got)
+	}
+	finish("flaky", storage.StateSucceeded)
+	for st, want := range map[storage.EventState][]string{
+		storage.EventUnmatched: {unmatched.Event.ID},
+		storage.EventPending:   {pending.Event.ID},
+		storage.EventDelivered: {recovered.Event.ID, delivered.Event.ID},
+		storage.EventFailed:    {failed.Event.ID},
+	} {
+		if got := listIDs(t, s, storage.EventFilter{Tenant: "acme", State: st}); !slices.Equal(got, sorted(want...)) {
+			t.Errorf("state %s: %v, want %v", st, got, want)
+		}
+	}
+	if got := listIDs(t, s, storage.EventFilter{State: storage.EventUnmatched}); !slices.Equal(got, sorted(theirs.Event.ID, unmatched.Event.ID)) {
+		t.Errorf("every tenant's unmatched events: %v", got)
+	}
+}
+
+// listIDs lists the ids of the events f selects, sorted: the events of
+// one instant have no order among them.
+func listIDs(t *testing.T, s storage.Store, f storage.EventFilter) []string {
+	t.Helper()
+	evs, _ := must2(s.ListEvents(context.Background(), f))
+	var ids []string
+	for _, ev := range evs {
+		ids = append(ids, ev.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sorted(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }
