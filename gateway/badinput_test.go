@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"hookgate/gateway/config"
 	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
@@ -32,26 +30,11 @@ import (
 func startCustom(t *testing.T, yaml func(dir string) string, tune func(*Gateway)) *gw {
 	t.Helper()
 	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(yaml(dir)), "custom.yaml", nil)
+	h, err := launch(t, yaml(dir), gwOptions{dir: dir, tune: tune})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	g, err := New(context.Background(), cfg, Options{
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Grace: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tune != nil {
-		tune(g)
-	}
-	if err := g.Start(context.Background()); err != nil {
-		_ = g.Shutdown()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Shutdown() })
-	return &gw{Gateway: g, t: t, dir: dir, logs: logs}
+	return h
 }
 
 // withTestConfig is testConfig with extra YAML, for startCustom.

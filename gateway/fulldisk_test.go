@@ -1,12 +1,9 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"hookgate/gateway/config"
 	"hookgate/internal/testsupport"
 	"hookgate/internal/tmpfs"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -90,18 +87,9 @@ func TestGatewayStartsOnADiskWithRoomToOpen(t *testing.T) {
 func restartNearlyFull(t *testing.T, mnt, dir string) *gw {
 	t.Helper()
 	tmpfs.Fill(t, filepath.Join(mnt, "ballast"), 200<<20)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(testConfig, dir, "72h", testSecret, "")), "test.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h, err := launch(t, fmt.Sprintf(testConfig, dir, "72h", testSecret, ""), gwOptions{dir: dir})
 	if err != nil {
 		t.Fatalf("gateway on a disk with 200 MiB free (README: it starts with 136 MiB or more, writes refused) did not start: %v", err)
 	}
-	t.Cleanup(func() { _ = g.Shutdown() })
-	if err := g.Start(context.Background()); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	return &gw{Gateway: g, t: t, dir: dir, logs: logs}
+	return h
 }

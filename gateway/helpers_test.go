@@ -75,6 +75,9 @@ type gwOptions struct {
 	config func(*config.Config)
 	// poll is the dispatcher's idle poll (Options.DeliveryPoll).
 	poll time.Duration
+	// tune, when set, is called between New and Start: the place to
+	// shorten a listener's timeouts.
+	tune func(*Gateway)
 }
 
 // startGateway runs a gateway on loopback ports with a Badger store in a
@@ -98,7 +101,15 @@ func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
 	if o.ttl == "" {
 		o.ttl = "72h"
 	}
-	yml := onEngine(t, fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra), o.dir, o.postgres)
+	return launch(t, onEngine(t, fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra), o.dir, o.postgres), o)
+}
+
+// launch is the one way tests start a gateway in process: on the config
+// yml (its data in o.dir), its logs kept, o.tune called between New and
+// Start, stopped at the end of the test. New's error is returned (a start
+// that may be refused); any other failure fails the test.
+func launch(t *testing.T, yml string, o gwOptions) (*gw, error) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yml), "test.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -119,12 +130,14 @@ func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.Cleanup(func() { _ = g.Shutdown() })
+	if o.tune != nil {
+		o.tune(g)
+	}
 	if err := g.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := &gw{Gateway: g, t: t, dir: o.dir, logs: logs}
-	t.Cleanup(func() { _ = g.Shutdown() })
-	return h, nil
+	return &gw{Gateway: g, t: t, dir: o.dir, logs: logs}, nil
 }
 
 // restart stops the gateway and starts a new one on the same data.

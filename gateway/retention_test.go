@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"hookgate/gateway/config"
 	"hookgate/internal/testsupport"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -61,20 +58,11 @@ delivery:
 sources:
   - {id: open, tenant: acme, verify: {scheme: none}, event_id: json:/id, event_type: json:/type}
 `, g.dir)
-	cfg, err := config.Parse([]byte(yaml), "config.yaml", nil)
-	if err != nil {
-		t.Fatalf("the lowered config is refused by check-config: %v", err)
-	}
-	logs := &syncBuffer{}
-	g2, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), Grace: 5 * time.Second})
+	h2, err := launch(t, yaml, gwOptions{dir: g.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g2.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g2.Shutdown() })
-	h2 := &gw{Gateway: g2, t: t, dir: g.dir, logs: logs}
+	logs := h2.logs
 	if !strings.Contains(logs.String(), "endpoint retries for longer than retention") || !strings.Contains(logs.String(), "endpoint=api-ep") {
 		t.Errorf("the start did not name the endpoint that retries for longer than retention: %s", logs.String())
 	}
