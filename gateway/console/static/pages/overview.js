@@ -1,0 +1,63 @@
+// Overview: the last hour from GET /api/v1/stats, one bucket a minute.
+import uPlot from '../vendor/uplot/uPlot.esm.js';
+import { api } from '../api.js';
+import { h, errorBox } from '../dom.js';
+
+const SERIES = [
+  ['received', 'Received', '#2563eb'],
+  ['delivered', 'Delivered', '#16a34a'],
+  ['failed', 'Failed', '#dc2626'],
+  ['outbox_pending', 'Outbox pending', '#d97706'],
+];
+
+const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+export default async function overview(view) {
+  view.appendChild(h('h1', null, 'Overview'));
+  view.appendChild(h('p', { class: 'muted' }, 'The last hour on this gateway, per minute.'));
+  let stats;
+  try {
+    stats = (await api('GET', '/stats')).data;
+  } catch (e) {
+    if (e.status === 404 || e.status === 405) {
+      view.appendChild(h('p', { class: 'empty', id: 'no-stats' }, 'No statistics from this gateway.'));
+      return;
+    }
+    view.appendChild(errorBox(e));
+    return;
+  }
+  const buckets = Array.isArray(stats && stats.buckets) ? stats.buckets : [];
+  const totals = SERIES.map(([k, label]) => {
+    const v = k === 'outbox_pending'
+      ? num(buckets.length ? buckets[buckets.length - 1][k] : 0)
+      : buckets.reduce((s, b) => s + num(b[k]), 0);
+    return h('div', { class: 'stat stat-' + k }, h('div', { class: 'stat-value' }, v.toLocaleString()),
+      h('div', { class: 'stat-label' }, k === 'outbox_pending' ? label + ' now' : label + ' (hour)'));
+  });
+  view.appendChild(h('div', { class: 'stats' }, totals));
+  if (!buckets.length) {
+    view.appendChild(h('p', { class: 'empty' }, 'No buckets yet.'));
+    return;
+  }
+  const chart = h('div', { class: 'card chart', id: 'chart' });
+  view.appendChild(chart);
+  const xs = buckets.map((b) => Math.floor(new Date(b.at).getTime() / 1000));
+  const data = [xs, ...SERIES.map(([k]) => buckets.map((b) => num(b[k])))];
+  const width = () => Math.max(320, chart.clientWidth - 32);
+  const plot = new uPlot({
+    width: width(),
+    height: 320,
+    series: [{}, ...SERIES.map(([, label, color]) => ({ label, stroke: color, width: 2, points: { show: false } }))],
+    axes: [{}, { label: 'per minute' }],
+    scales: { y: { range: (u, min, max) => [0, Math.max(5, max)] } },
+    legend: { live: true },
+  }, data, chart);
+  const onResize = () => {
+    if (!chart.isConnected) {
+      window.removeEventListener('resize', onResize);
+      return;
+    }
+    plot.setSize({ width: width(), height: 320 });
+  };
+  window.addEventListener('resize', onResize);
+}
