@@ -73,8 +73,8 @@ func load() map[string]file {
 // Mount registers GET (and HEAD) /ui and /ui/* on r.
 func Mount(r fiber.Router) {
 	h := Handler()
-	r.Get("/ui", func(c *fiber.Ctx) error { return c.Redirect("/ui/", fiber.StatusMovedPermanently) })
 	r.Get("/ui/*", h)
+	r.Get("/ui", h) // the redirect to /ui/, where routing is not strict
 }
 
 // Handler serves the embedded files; it expects the path below /ui/ in
@@ -84,6 +84,9 @@ func Handler() fiber.Handler {
 	files := load()
 	index := files["index.html"]
 	return func(c *fiber.Ctx) error {
+		if c.Path() == "/ui" {
+			return c.Redirect("/ui/", fiber.StatusMovedPermanently)
+		}
 		p := strings.TrimPrefix(path.Clean("/"+c.Params("*")), "/")
 		f, ok := files[p]
 		if !ok || p == "" {
