@@ -48,7 +48,7 @@ export default async function endpoints(view) {
           ? h('button', { type: 'button', onclick: () => setDisabled(ep.id, false) }, 'Enable')
           : h('button', { type: 'button', onclick: () => setDisabled(ep.id, true) }, 'Disable'),
         h('button', { type: 'button', onclick: () => rotate(ep.id) }, 'Rotate secret'));
-      return [h('td', { class: 'mono' }, dash(ep.id)), h('td', { class: 'mono wrap' }, dash(ep.url)), dash(ep.tenant), state,
+      return [h('td', { class: 'mono nowrap' }, dash(ep.id)), h('td', { class: 'mono wrap' }, dash(ep.url)), dash(ep.tenant), state,
         stats.circuit, stats.rate, stats.latency, stats.backlog, actions];
     });
     out.replaceChildren(table(['ID', 'URL', 'Tenant', 'State', 'Circuit', 'Success (1 h)', 'Latency p50 / p95', 'Pending / due', ''], rows, 'No endpoints.'));
