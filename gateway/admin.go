@@ -84,6 +84,8 @@ func (a *adminAPI) routes(r fiber.Router) {
 	r.Use(a.authenticate, refuseQueryOfChanges)
 	post := func(path string, h fiber.Handler) { r.Post(path, a.idempotent, h) }
 
+	r.Get("/stats", a.getStats)
+
 	r.Get("/events", a.listEvents)
 	post("/events", a.publishEvent)
 	r.Get("/events/:id", a.getEvent)
@@ -99,6 +101,7 @@ func (a *adminAPI) routes(r fiber.Router) {
 	r.Patch("/endpoints/:id", a.patchEndpoint)
 	r.Delete("/endpoints/:id", a.deleteEndpoint)
 	post("/endpoints/:id/rotate-secret", a.rotateEndpointSecret)
+	r.Get("/endpoints/:id/stats", a.getEndpointStats)
 
 	r.Get("/sources", a.listSources)
 	post("/sources", a.createSource)
@@ -106,6 +109,7 @@ func (a *adminAPI) routes(r fiber.Router) {
 	r.Patch("/sources/:id", a.patchSource)
 	r.Delete("/sources/:id", a.deleteSource)
 
+	r.Get("/replays", a.listReplays)
 	post("/replays", a.createReplay)
 	r.Get("/replays/:id", a.getReplay)
 }

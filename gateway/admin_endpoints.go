@@ -149,7 +149,7 @@ func (a *adminAPI) visibleEndpoint(c *fiber.Ctx) (storage.Endpoint, error) {
 // createEndpoint is POST /endpoints: 201 with the endpoint. The id is
 // generated (ep_…) when absent, and so is the secret; timeout and retry
 // default to the config's delivery settings.
-func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
+func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 	var in endpointBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -164,6 +164,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 	if in.ID != nil {
 		ep.ID, derived = *in.ID, false
 	}
+	defer func() { err = naming(err, "endpoint", ep.ID) }()
 	if in.Tenant != nil {
 		ep.Tenant = *in.Tenant
 	}
@@ -240,7 +241,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) error {
 // stored ones. "disabled": false enables an endpoint again (clearing its
 // reason); "secret" replaces the current secret at once (rotate-secret is
 // the graceful way).
-func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
+func (a *adminAPI) patchEndpoint(c *fiber.Ctx) (err error) {
 	var in endpointBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -251,6 +252,7 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	defer func() { err = naming(err, "endpoint", ep.ID) }()
 	switch {
 	case in.ID != nil && *in.ID != ep.ID:
 		return unprocessable("id", "cannot be changed")
@@ -545,7 +547,7 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 		}
 		src, err := a.g.store.GetSource(c.UserContext(), id)
 		if errors.Is(err, storage.ErrNotFound) || (err == nil && src.Tenant != ep.Tenant) {
-			return unprocessable(fmt.Sprintf("sources[%d]", i), "no source with this id in the endpoint's tenant")
+			return unprocessable(fmt.Sprintf("sources[%d]", i), "no source "+quoteID(id)+"in the endpoint's tenant")
 		} else if err != nil {
 			return a.storeError(err, "source")
 		}

@@ -59,11 +59,11 @@ func newEventView(ev *storage.Event) eventView {
 // plain type is at most the 512 bytes ingest takes).
 const maxTypeGlob = 128
 
-// listEvents is GET /events?source=&type=&since=&until=&limit=&cursor=,
-// newest first. type is a glob, as an endpoint's event_types are
+// listEvents is GET /events?source=&type=&event_id=&since=&until=&limit=&cursor=,
+// newest first; event_id is the provider's event ID. type is a glob, as an endpoint's event_types are
 // ("invoice.*"), as Stripe's list filter is.
 func (a *adminAPI) listEvents(c *fiber.Ctx) error {
-	p, err := parsePage(c, "source", "type", "since", "until")
+	p, err := parsePage(c, "source", "type", "event_id", "since", "until")
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", maxTypeGlob))
 	}
 	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
-		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ,
+		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ, EventID: c.Query("event_id"),
 		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
 	})
 	if err != nil {
@@ -167,11 +167,12 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 		return newAPIError(fiber.StatusRequestEntityTooLarge, "body-too-large", "payload",
 			fmt.Sprintf("the payload is larger than server.max_body (%d bytes)", a.g.cfg.Server.MaxBody))
 	}
-	res, err := a.g.acc.Accept(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
+	res, err := a.g.recv.Receive(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
 		Header:     publishHeader(c.Get(headerIdempotencyKey)),
 		SkipVerify: true, EventID: in.EventID, Type: in.Type, Body: in.Payload,
 		ContentType: fiber.MIMEApplicationJSON, Headers: map[string]string{},
 	})
+
 	if err != nil {
 		return a.g.ingestError(c, src.ID, err)
 	}

@@ -260,3 +260,30 @@ func TestRetryDeliveryRefusesABody(t *testing.T) {
 	}
 	t.Fatalf(`POST /deliveries/{id}/retry with {"endpoint":"b"}: status %d, the body was ignored: %s`, st, body)
 }
+
+// A validation problem names the resource by its id, as a config error
+// names the entry; an id of invalid syntax is not echoed.
+func TestAdminProblemsNameTheResource(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	for _, c := range []struct {
+		method, path string
+		body         jsonMap
+		field, want  string
+	}{
+		{"POST", "/endpoints", jsonMap{"id": "billing", "url": "ftp://x.example/"}, "url", "endpoint billing: "},
+		{"POST", "/endpoints", jsonMap{"id": "billing", "url": "https://x.example/", "sources": []string{"open", "nope"}}, "sources[1]", `endpoint billing: no source "nope" in`},
+		{"POST", "/sources", jsonMap{"id": "gh", "verify": jsonMap{"scheme": "hmac-sha257"}}, "verify.scheme", "source gh: "},
+		{"PATCH", "/sources/open", jsonMap{"event_id": "json:nope"}, "event_id", "source open: "},
+		{"POST", "/endpoints", jsonMap{"id": "bad id!", "url": "https://x.example/"}, "id", "must be"},
+	} {
+		p := wantProblem(t, c.path, 422, c.field)(g.api(c.method, c.path, acmeToken, c.body))
+		if !strings.HasPrefix(p.Detail, c.want) {
+			t.Errorf("%s %s: detail %q, want it to start with %q", c.method, c.path, p.Detail, c.want)
+		}
+	}
+	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "billing", "url": "http://receiver.test/x"}))
+	p := wantProblem(t, "PATCH", 422, "max_in_flight")(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"max_in_flight": 0}))
+	if !strings.HasPrefix(p.Detail, "endpoint billing: must be from 1") {
+		t.Errorf("PATCH /endpoints/billing: detail %q", p.Detail)
+	}
+}

@@ -117,7 +117,7 @@ func (a *adminAPI) visibleSource(c *fiber.Ctx) (storage.Source, error) {
 // createSource is POST /sources: 201 with the source. Its id is its ingest
 // path (/ingest/{id}), so it is required; verify is required too (a source
 // fails closed: scheme none must be written).
-func (a *adminAPI) createSource(c *fiber.Ctx) error {
+func (a *adminAPI) createSource(c *fiber.Ctx) (err error) {
 	var in sourceBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -132,6 +132,7 @@ func (a *adminAPI) createSource(c *fiber.Ctx) error {
 		return unprocessable("verify", "required: say how requests are verified; write scheme none to accept unsigned requests")
 	}
 	src.ID = *in.ID
+	defer func() { err = naming(err, "source", src.ID) }()
 	if in.Tenant != nil {
 		src.Tenant = *in.Tenant
 	}
@@ -161,7 +162,7 @@ func (a *adminAPI) createSource(c *fiber.Ctx) error {
 
 // patchSource is PATCH /sources/{id}: the fields present replace the
 // stored ones; inside verify too (secrets absent = kept).
-func (a *adminAPI) patchSource(c *fiber.Ctx) error {
+func (a *adminAPI) patchSource(c *fiber.Ctx) (err error) {
 	var in sourceBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -172,6 +173,7 @@ func (a *adminAPI) patchSource(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	defer func() { err = naming(err, "source", src.ID) }()
 	switch {
 	case in.ID != nil && *in.ID != src.ID:
 		return unprocessable("id", "cannot be changed")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -15,11 +16,36 @@ import (
 
 	"hookgate/outbound"
 	"hookgate/storage"
+
+	"github.com/gofiber/fiber/v2"
 )
 
 // Validation shared by the admin API's resources: the rules config.yaml
 // applies (SPEC section 2), answered as problems naming the field. No
 // problem quotes a value that could be a secret.
+
+// naming says which resource a validation problem is about, as a config
+// error names the entry's id: "endpoint ep_1: must be …". Only an id of
+// valid syntax is named (anything else could be any text the caller sent);
+// other errors pass unchanged.
+func naming(err error, kind, id string) error {
+	ae, ok := errors.AsType[*apiError](err)
+	if !ok || (ae.Status != fiber.StatusBadRequest && ae.Status != fiber.StatusUnprocessableEntity) || !idPattern.MatchString(id) {
+		return err
+	}
+	named := *ae
+	named.Detail = kind + " " + id + ": " + ae.Detail
+	return &named
+}
+
+// quoteID is an id of valid syntax quoted and followed by a space, for a
+// problem's detail; "" for anything else.
+func quoteID(id string) string {
+	if !idPattern.MatchString(id) {
+		return ""
+	}
+	return strconv.Quote(id) + " "
+}
 
 // checkID checks the syntax of a source or endpoint id: a URL path segment.
 func checkID(id string) error {

@@ -51,6 +51,7 @@ func (b *background) start(ctx context.Context) {
 		defer b.wg.Done()
 		b.g.backlogs.run(ctx)
 	}()
+	b.wg.Go(func() { b.sampleDepthLoop(ctx) })
 	if c, ok := b.g.cluster(); ok {
 		b.wg.Go(func() { b.g.watchCatalog(ctx, c) })
 		b.wg.Go(func() { b.g.listenWakes(ctx, c) })
@@ -63,6 +64,38 @@ func (b *background) stop() {
 	}
 	b.replays.Stop()
 	b.wg.Wait()
+}
+
+// depthSampleEvery is how often the outbox depth of each endpoint is
+// sampled for the last hour's figures (GET /stats).
+var depthSampleEvery = 15 * time.Second
+
+// sampleDepthLoop samples each endpoint's outbox depth into the minute
+// ring until ctx ends.
+func (b *background) sampleDepthLoop(ctx context.Context) {
+	t := time.NewTicker(depthSampleEvery)
+	defer t.Stop()
+	for {
+		b.sampleDepth(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *background) sampleDepth(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, depthSampleEvery)
+	defer cancel()
+	now := time.Now()
+	for _, ep := range b.g.reg.current().endpoints {
+		live, _, err := b.g.store.Depth(ctx, ep.ID, now, outboxCountLimit)
+		if err != nil {
+			return // the store check reports a store that fails
+		}
+		b.g.metrics.recent.pending(ep.ID, live, now)
+	}
 }
 
 // storeCheckLoop pings the store until ctx ends, and stops the gateway

@@ -317,12 +317,17 @@ type ConfigError struct {
 	// Key is the dotted path of the key, e.g. "sources[1].verify.scheme";
 	// "" for problems with the document as a whole.
 	Key string
+	// ID is the id of the list entry (a source or an endpoint) that Key
+	// is in, when the entry has a valid one: the error names it beside
+	// the entry's index.
+	ID string
 	// Msg says what is wrong. It never contains the value of a secret.
 	Msg string
 }
 
 // Error formats e as "<file>:<line>: <key>: <msg>", the form editors and CI
-// annotate; the line and key parts are left out when unknown.
+// annotate; the line and key parts are left out when unknown. The entry's
+// id follows its index: "sources[1] (id naked-src).verify".
 func (e ConfigError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -330,8 +335,11 @@ func (e ConfigError) Error() string {
 		b.WriteString(":" + strconv.Itoa(e.Line))
 	}
 	b.WriteString(": ")
-	if e.Key != "" {
-		b.WriteString(e.Key + ": ")
+	if key := e.Key; key != "" {
+		if i := strings.IndexByte(key, ']'); i > 0 && e.ID != "" {
+			key = key[:i+1] + " (id " + e.ID + ")" + key[i+1:]
+		}
+		b.WriteString(key + ": ")
 	}
 	b.WriteString(e.Msg)
 	return b.String()
@@ -400,6 +408,7 @@ func ParseConfig(data []byte, name string, lookupEnv func(string) (string, bool)
 		d.validate(cfg)
 	}
 	if len(d.errs) > 0 {
+		d.nameEntries(cfg)
 		slices.SortStableFunc(d.errs, func(a, b ConfigError) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, d.errs
 	}

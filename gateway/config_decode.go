@@ -554,3 +554,27 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// nameEntries gives each error about an entry of sources or endpoints the
+// entry's id, when the file gave it a valid one.
+func (d *decoder) nameEntries(cfg *Config) {
+	ids := map[string]string{}
+	name := func(list string, i int, id string) {
+		key := fmt.Sprintf("%s[%d]", list, i)
+		if idPattern.MatchString(id) && !d.bad[key+".id"] && !d.bad[key] {
+			ids[key] = id
+		}
+	}
+	for i, s := range cfg.Sources {
+		name("sources", i, s.ID)
+	}
+	for i, e := range cfg.Endpoints {
+		name("endpoints", i, e.ID)
+	}
+	for i := range d.errs {
+		e := &d.errs[i]
+		if end := strings.IndexByte(e.Key, ']'); end > 0 {
+			e.ID = ids[e.Key[:end+1]]
+		}
+	}
+}

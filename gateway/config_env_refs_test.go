@@ -30,7 +30,7 @@ func TestTokenTenantFromEmptyVariableIsRefused(t *testing.T) {
 	for _, want := range []string{
 		"test.yaml:5: admin.tokens[1].tenant", "ACME_TENANT",
 		"test.yaml:6: admin.tokens[2].token", "ADMIN_TOKEN",
-		"sources[0].verify.secrets[0]", "STRIPE_KEY",
+		"sources[0] (id stripe).verify.secrets[0]", "STRIPE_KEY",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("errors do not mention %s:\n%s", want, msg)
@@ -54,7 +54,7 @@ func TestNestedDefaultIsNotTakenLiterally(t *testing.T) {
 		t.Fatalf("accepted: admin token %q, hmac secret %q", cfg.Admin.Tokens[0].Token, cfg.Sources[0].Verify.Secrets[0])
 	}
 	msg := err.Error()
-	for _, want := range []string{"test.yaml:3: admin.tokens[0].token", "sources[0].verify.secrets[0]", "cannot hold another ${…} reference"} {
+	for _, want := range []string{"test.yaml:3: admin.tokens[0].token", "sources[0] (id s).verify.secrets[0]", "cannot hold another ${…} reference"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("refused, but the errors do not name %s:\n%s", want, msg)
 		}

@@ -51,7 +51,7 @@ func TestPartlyUnsetSecretIsRefused(t *testing.T) {
 			cfg.Admin.Tokens[0].Token, cfg.Sources[0].Verify.Secrets[0])
 	}
 	msg := err.Error()
-	for _, want := range []string{"admin.tokens[0].token", "ADMIN_TOKEN", "sources[0].verify.secrets[0]", "STRIPE_KEY"} {
+	for _, want := range []string{"admin.tokens[0].token", "ADMIN_TOKEN", "sources[0] (id stripe).verify.secrets[0]", "STRIPE_KEY"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("errors do not mention %s:\n%s", want, msg)
 		}
@@ -213,7 +213,7 @@ func TestRetentionShorterThanRetryWindowIsRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("retention 30s with retries for 1m (delivery) and 48h (an endpoint) accepted")
 	}
-	for _, want := range []string{"retention: must be at least delivery.retry.max_elapsed (1m0s)", "endpoints[0].retry.max_elapsed: must not exceed retention (30s)"} {
+	for _, want := range []string{"retention: must be at least delivery.retry.max_elapsed (1m0s)", "endpoints[0] (id down).retry.max_elapsed: must not exceed retention (30s)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors %q do not say %q", err, want)
 		}

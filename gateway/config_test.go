@@ -92,12 +92,52 @@ func wantError(t *testing.T, err error, key string, line int, msg string) {
 	if e.Key != key || e.Line != line || !strings.Contains(e.Msg, msg) {
 		t.Fatalf("got %q\nwant key %q, line %d, message containing %q", e.Error(), key, line, msg)
 	}
-	prefix := fmt.Sprintf("test.yaml:%d: %s: ", line, key)
+	named := key // an entry with an id is named by it too (TestConfigErrorsNameEntries)
+	if i := strings.IndexByte(key, ']'); i > 0 && e.ID != "" {
+		named = key[:i+1] + " (id " + e.ID + ")" + key[i+1:]
+	}
+	prefix := fmt.Sprintf("test.yaml:%d: %s: ", line, named)
 	if key == "" {
 		prefix = fmt.Sprintf("test.yaml:%d: ", line)
 	}
 	if !strings.HasPrefix(err.Error(), prefix) {
 		t.Fatalf("Error() = %q, want prefix %q", err.Error(), prefix)
+	}
+}
+
+// TestConfigErrorsNameEntries: an error inside a list entry with an id
+// names the id beside the index, as the user knows the entry by it; an
+// entry whose id is missing or invalid is named by its index alone.
+func TestConfigErrorsNameEntries(t *testing.T) {
+	_, err := parse(t, `sources:
+  - {id: signed, verify: {scheme: none}}
+  - id: naked-src
+    verify: {scheme: hmac-sha257}
+endpoints:
+  - {id: ep-1, url: "ftp://x.example/"}
+  - {id: "bad id!", url: "ftp://y.example/"}
+  - {url: "https://z.example/", timeout: 0s}
+`, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		"test.yaml:1: admin.tokens: ",
+		"test.yaml:4: sources[1] (id naked-src).verify.scheme: ",
+		"test.yaml:6: endpoints[0] (id ep-1).url: ",
+		"test.yaml:7: endpoints[1].id: ",
+		"test.yaml:7: endpoints[1].url: ",
+		"test.yaml:8: endpoints[2].id: ",
+		"test.yaml:8: endpoints[2].timeout: ",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%s", len(got), len(want), err)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("error %d = %q, want prefix %q", i, got[i], want[i])
+		}
 	}
 }
 

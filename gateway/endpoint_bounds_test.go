@@ -70,10 +70,10 @@ func TestEndpointSettingsAreBounded(t *testing.T) {
 	// config.yaml: the same bounds, with the key and line.
 	types := strings.Join(globs(257, 8), ", ")
 	for _, c := range []struct{ name, entry, want string }{
-		{"257 globs", "{id: e, tenant: acme, url: \"http://receiver.test/x\", event_types: [" + types + "]}", "endpoints[0].event_types: has 257 globs, more than the 256"},
-		{"a glob of 129 bytes", "{id: e, tenant: acme, url: \"http://receiver.test/x\", event_types: [" + globs(1, 129)[0] + "]}", "endpoints[0].event_types[0]: is 129 bytes"},
-		{"a URL of 4097 bytes", "{id: e, tenant: acme, url: \"" + longURL(4097) + "\"}", "endpoints[0].url: is 4097 bytes"},
-		{"65 headers", "{id: e, tenant: acme, url: \"http://receiver.test/x\", headers: {X-A: v" + headerYAML(64) + "}}", "endpoints[0].headers: has 65 headers"},
+		{"257 globs", "{id: e, tenant: acme, url: \"http://receiver.test/x\", event_types: [" + types + "]}", "endpoints[0] (id e).event_types: has 257 globs, more than the 256"},
+		{"a glob of 129 bytes", "{id: e, tenant: acme, url: \"http://receiver.test/x\", event_types: [" + globs(1, 129)[0] + "]}", "endpoints[0] (id e).event_types[0]: is 129 bytes"},
+		{"a URL of 4097 bytes", "{id: e, tenant: acme, url: \"" + longURL(4097) + "\"}", "endpoints[0] (id e).url: is 4097 bytes"},
+		{"65 headers", "{id: e, tenant: acme, url: \"http://receiver.test/x\", headers: {X-A: v" + headerYAML(64) + "}}", "endpoints[0] (id e).headers: has 65 headers"},
 	} {
 		_, err := ParseConfig([]byte("admin: {tokens: [{token: t0123456789abcdef}]}\nendpoints:\n  - "+c.entry+"\n"), "test.yaml", nil)
 		if err == nil || !strings.Contains(err.Error(), "test.yaml:3: "+c.want) {

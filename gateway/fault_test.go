@@ -46,7 +46,7 @@ const (
 // storeWrites are the store operations that write; a full disk fails
 // every one of them.
 var storeWrites = []string{
-	"Accept", "Claim", "Complete", "Release", "Enqueue", "EnqueueReplay", "Retry", "CancelEndpoint",
+	"Ingest", "Claim", "Complete", "Release", "Enqueue", "EnqueueReplay", "Retry", "CancelEndpoint",
 	"PutEndpoint", "UpdateEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
 	"ClaimKey", "FinishKey", "AbandonKey", "PutReplay", "CreateReplay", "Purge", "Ping",
 }
@@ -102,10 +102,10 @@ func (f *faultyStore) run(op string, write func() error) error {
 	return write()
 }
 
-func (f *faultyStore) Accept(ctx context.Context, r *storage.AcceptRequest) (res storage.AcceptResult, err error) {
-	err = f.run("Accept", func() (e error) { res, e = f.Store.Accept(ctx, r); return e })
+func (f *faultyStore) Ingest(ctx context.Context, r *storage.IngestRequest) (res storage.IngestResult, err error) {
+	err = f.run("Ingest", func() (e error) { res, e = f.Store.Ingest(ctx, r); return e })
 	if err != nil {
-		return storage.AcceptResult{}, err
+		return storage.IngestResult{}, err
 	}
 	return res, nil
 }
@@ -328,20 +328,20 @@ func TestFaultStoreDown(t *testing.T) {
 	waitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.byPath()["/ep"] == 2 })
 }
 
-// ambiguousAccept makes Accept write the event and then fail (the batch
+// ambiguousIngest makes Ingest write the event and then fail (the batch
 // was committed, its fsync failed: the answer is lost), checks that the
 // client got a 503, never a 2xx, and that its retry gets the stored first
 // answer with the event whole: exactly one, with its delivery, which is
 // not lost. It returns the store and the delivery.
-func ambiguousAccept(t *testing.T, rcv *receiver) (*gw, *faultyStore, storage.Delivery) {
+func ambiguousIngest(t *testing.T, rcv *receiver) (*gw, *faultyStore, storage.Delivery) {
 	t.Helper()
 	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")))
-	fs.set(faultAfter, "Accept")
+	fs.set(faultAfter, "Ingest")
 	body := []byte(`{"id":"amb-1"}`)
 	st, hdr, b := g.post("open", body, nil)
 	want503(t, "ambiguous ingest", st, hdr, b)
 
-	fs.set(faultNone, "Accept")
+	fs.set(faultNone, "Ingest")
 	st, hdr, b = g.post("open", body, nil)
 	if st != 202 || hdr.Get(headerReplayed) != "true" {
 		t.Fatalf("retry: %d replayed=%q %s; want the stored 202", st, hdr.Get(headerReplayed), b)
@@ -354,13 +354,13 @@ func ambiguousAccept(t *testing.T, rcv *receiver) (*gw, *faultyStore, storage.De
 	return g, fs, deliveriesOf(t, fs.Store, evt)[0]
 }
 
-// TestFaultStoreAcceptAmbiguous: an Accept that wrote the event and then
-// failed. Besides what ambiguousAccept checks, the delivery is not lost:
-// Accept gives back what it wrote claimed (due now), and it is delivered
+// TestFaultStoreIngestAmbiguous: an Ingest that wrote the event and then
+// failed. Besides what ambiguousIngest checks, the delivery is not lost:
+// Ingest gives back what it wrote claimed (due now), and it is delivered
 // exactly once.
-func TestFaultStoreAcceptAmbiguous(t *testing.T) {
+func TestFaultStoreIngestAmbiguous(t *testing.T) {
 	rcv := newReceiver(t)
-	_, fs, d := ambiguousAccept(t, rcv)
+	_, fs, d := ambiguousIngest(t, rcv)
 	waitFor(t, 10*time.Second, "the delivery of the ambiguous event", func() bool {
 		got, err := fs.Store.GetDelivery(context.Background(), d.ID)
 		return err == nil && got.State == storage.StateSucceeded
@@ -371,11 +371,11 @@ func TestFaultStoreAcceptAmbiguous(t *testing.T) {
 }
 
 // TestFaultStoreAmbiguousAcceptDeliversPromptly: the delivery of an event
-// whose Accept wrote it and then failed goes out as soon as the client's
+// whose Ingest wrote it and then failed goes out as soon as the client's
 // retry has been answered, not a lease later.
 func TestFaultStoreAmbiguousAcceptDeliversPromptly(t *testing.T) {
 	rcv := newReceiver(t)
-	ambiguousAccept(t, rcv)
+	ambiguousIngest(t, rcv)
 	waitFor(t, 10*time.Second, "the delivery of the ambiguous event", func() bool { return rcv.count() == 1 })
 }
 

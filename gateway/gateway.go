@@ -61,9 +61,7 @@ type dispatcher interface {
 	Notify(endpoints ...string)
 	RetryNow(endpoint string)
 	SetEndpoints(eps []storage.Endpoint)
-	Reserve(endpoints []string, now time.Time) []time.Time
-	Unreserve(endpoints []string)
-	Hand(jobs []storage.Job)
+	EndpointPause(endpoint string, now time.Time) (outbound.Pause, bool)
 }
 
 // Gateway is a running hookgate.
@@ -73,7 +71,7 @@ type Gateway struct {
 	log     *slog.Logger
 	store   storage.Store
 	reg     *registry
-	acc     *inbound.Accepter
+	recv    *inbound.Receiver
 	disp    dispatcher
 	metrics *metrics
 	public  *fiber.App
@@ -244,7 +242,7 @@ func (g *Gateway) init(ctx context.Context) error {
 	g.backlogs.findOrphans(queued, func(id string) bool {
 		return slices.ContainsFunc(snap.endpoints, func(ep storage.Endpoint) bool { return ep.ID == id })
 	})
-	g.acc = &inbound.Accepter{Store: g.store, DedupeTTL: g.cfg.Dedupe.TTL.D()}
+	g.recv = &inbound.Receiver{Store: g.store, DedupeTTL: g.cfg.Dedupe.TTL.D()}
 	g.client = outbound.NewClient(g.cfg.Delivery.AllowPrivateTargets)
 	d, err := outbound.New(outbound.Config{
 		Store:          g.store,
@@ -272,7 +270,7 @@ func (g *Gateway) init(ctx context.Context) error {
 	// of the endpoint's, whose max_in_flight the store's Claim holds
 	// across every gateway; the dispatcher is woken instead.
 	if _, shared := g.cluster(); !shared {
-		g.acc.Reserve, g.acc.Unreserve = d.Reserve, d.Unreserve
+		g.recv.HandOff = d
 	}
 	g.bg = newBackground(g)
 	g.public = fiber.New(fiber.Config{

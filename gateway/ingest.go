@@ -52,7 +52,7 @@ func (g *Gateway) ingest(c *fiber.Ctx) error {
 		ContentType: string(c.Request().Header.ContentType()),
 		Headers:     requestHeaders(c),
 	}
-	res, err := g.acc.Accept(c.UserContext(), src, snap.byTenant[src.Tenant], in)
+	res, err := g.recv.Receive(c.UserContext(), src, snap.byTenant[src.Tenant], in)
 	if err != nil {
 		return g.ingestError(c, src.ID, err)
 	}
@@ -61,7 +61,7 @@ func (g *Gateway) ingest(c *fiber.Ctx) error {
 
 // answerAccepted writes an accepted (or replayed) answer and wakes the
 // dispatcher for the new deliveries.
-func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accepted) error {
+func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Received) error {
 	switch {
 	case res.Handshake:
 		g.metrics.ingest(source, "handshake")
@@ -70,9 +70,6 @@ func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Accept
 		g.metrics.ingest(source, "replayed")
 	default:
 		g.metrics.ingest(source, "accepted")
-		if jobs := res.Claimed(); len(jobs) > 0 {
-			g.disp.Hand(jobs)
-		}
 		if ids := res.Pending(); len(ids) > 0 {
 			g.disp.Notify(ids...)
 		}
@@ -278,7 +275,7 @@ func readFraming(raw []byte) framing {
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
-// ingestError maps Accept's errors to answers. Nothing is stored on any of
+// ingestError maps Receive's errors to answers. Nothing is stored on any of
 // these paths.
 func (g *Gateway) ingestError(c *fiber.Ctx, source string, err error) error {
 	switch {

@@ -190,7 +190,7 @@ func TestIngestErrors(t *testing.T) {
 	}
 }
 
-// failingStore is the real store with Accept failing on command.
+// failingStore is the real store with Ingest failing on command.
 type failingStore struct {
 	storage.Store
 	mu   sync.Mutex
@@ -199,14 +199,14 @@ type failingStore struct {
 
 func (f *failingStore) set(v bool) { f.mu.Lock(); f.fail = v; f.mu.Unlock() }
 
-func (f *failingStore) Accept(ctx context.Context, r *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (f *failingStore) Ingest(ctx context.Context, r *storage.IngestRequest) (storage.IngestResult, error) {
 	f.mu.Lock()
 	fail := f.fail
 	f.mu.Unlock()
 	if fail {
-		return storage.AcceptResult{}, errors.New("injected: disk full")
+		return storage.IngestResult{}, errors.New("injected: disk full")
 	}
-	return f.Store.Accept(ctx, r)
+	return f.Store.Ingest(ctx, r)
 }
 
 func TestIngestStoreFailureIs503(t *testing.T) {

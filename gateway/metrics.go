@@ -33,6 +33,9 @@ type metrics struct {
 	// was in flight at the delete reports after it, and brought the series
 	// back.
 	gone sync.Map // id → time.Time
+
+	// recent is the last hour by minute, for the admin API's stats.
+	recent recent
 }
 
 type ingestLabels struct{ source, outcome string }
@@ -93,6 +96,9 @@ func (m *metrics) ingest(source, outcome string) {
 		c, _ = m.ingestCounters.LoadOrStore(k, m.ingestTotal.WithLabelValues(source, outcome))
 	}
 	c.(prometheus.Counter).Inc()
+	if outcome == "accepted" {
+		m.recent.received(source, time.Now())
+	}
 }
 
 // outboxCollector reports the outbox gauges at scrape time from the store,
@@ -179,6 +185,8 @@ func (m *metrics) Attempt(endpoint string, v outbound.Verdict, latency time.Dura
 	}
 	m.attemptsTotal.WithLabelValues(endpoint, v.String()).Inc()
 	m.attemptLatency.WithLabelValues(endpoint).Observe(latency.Seconds())
+	final := v == outbound.VerdictFailed || v == outbound.VerdictDisable
+	m.recent.attempt(endpoint, v == outbound.VerdictSucceeded, final, latency, time.Now())
 	switch v {
 	case outbound.VerdictFailed, outbound.VerdictDisable:
 		m.deliveredTotal.WithLabelValues(endpoint, "failed").Inc()
@@ -192,6 +200,7 @@ func (m *metrics) Expired(endpoint string) {
 		return
 	}
 	m.deliveredTotal.WithLabelValues(endpoint, "failed").Inc()
+	m.recent.failed(endpoint, time.Now())
 }
 
 // Delivered counts a success and its ingest-to-delivery latency.
@@ -201,6 +210,7 @@ func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
 		return
 	}
 	m.deliveredTotal.WithLabelValues(endpoint, "succeeded").Inc()
+	m.recent.delivered(endpoint, time.Now())
 }
 
 // forgetEndpoint drops a deleted endpoint's attempt and delivery series:

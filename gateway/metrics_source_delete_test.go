@@ -10,19 +10,19 @@ import (
 	"hookgate/storage"
 )
 
-// heldAcceptStore holds every Accept until release is closed, and says
+// heldIngestStore holds every Ingest until release is closed, and says
 // when one has arrived.
-type heldAcceptStore struct {
+type heldIngestStore struct {
 	storage.Store
 	arrived chan struct{}
 	once    sync.Once
 	release chan struct{}
 }
 
-func (s *heldAcceptStore) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (s *heldIngestStore) Ingest(ctx context.Context, req *storage.IngestRequest) (storage.IngestResult, error) {
 	s.once.Do(func() { close(s.arrived) })
 	<-s.release
-	return s.Store.Accept(ctx, req)
+	return s.Store.Ingest(ctx, req)
 }
 
 // An ingest in flight when its source is deleted is counted after
@@ -30,7 +30,7 @@ func (s *heldAcceptStore) Accept(ctx context.Context, req *storage.AcceptRequest
 // a source created later with the same id (maybe another tenant's)
 // continues its count.
 func TestSourceSeriesStayForgottenAfterIngestInFlight(t *testing.T) {
-	hs := &heldAcceptStore{arrived: make(chan struct{}), release: make(chan struct{})}
+	hs := &heldIngestStore{arrived: make(chan struct{}), release: make(chan struct{})}
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(hs.release) }) }
 	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { hs.Store = s; return hs }})

@@ -11,15 +11,15 @@ import (
 	"hookgate/storage"
 )
 
-// panickyStore is the real store whose Accept panics after its write and
+// panickyStore is the real store whose Ingest panics after its write and
 // whose ListEvents panics, while on.
 type panickyStore struct {
 	storage.Store
 	on atomic.Bool
 }
 
-func (p *panickyStore) Accept(ctx context.Context, r *storage.AcceptRequest) (storage.AcceptResult, error) {
-	res, err := p.Store.Accept(ctx, r)
+func (p *panickyStore) Ingest(ctx context.Context, r *storage.IngestRequest) (storage.IngestResult, error) {
+	res, err := p.Store.Ingest(ctx, r)
 	if p.on.Load() {
 		panic("injected panic after the write")
 	}

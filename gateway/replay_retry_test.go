@@ -111,7 +111,7 @@ func TestBulkReplayRetriesRecordingItsFailure(t *testing.T) {
 	fs := &failingFailWrite{}
 	fs.fails.Store(2)
 	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { fs.Store = s; return fs })
-	ingestN(t, g, "ff", 2) // their first deliveries are written by Accept, not Enqueue
+	ingestN(t, g, "ff", 2) // their first deliveries are written by Ingest, not Enqueue
 	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || fs.fails.Load() > 0 {
 		t.Fatalf("job: %+v (failed writes still to come: %d)", job, fs.fails.Load())

@@ -296,7 +296,7 @@ func TestClusterNewDeliveriesWakeTheOtherGateways(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = peer.Close() })
 	req := storagetest.Event("acme", "open", "woken-1", `{"id":"woken-1"}`, time.Now().UTC(), "woken")
-	if _, err := peer.Accept(context.Background(), req); err != nil {
+	if _, err := peer.Ingest(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	// The gateway hears announcements once its connection for them is

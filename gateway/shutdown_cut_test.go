@@ -13,10 +13,10 @@ import (
 	"hookgate/storage"
 )
 
-// gatedAcceptStore is the real store whose Accept, once armed, waits
+// gatedIngestStore is the real store whose Ingest, once armed, waits
 // until the gate opens: an ingest still running when the grace period
 // ends (a disk that stalls its fsync for a few seconds).
-type gatedAcceptStore struct {
+type gatedIngestStore struct {
 	storage.Store
 	armed   atomic.Bool
 	entered chan struct{}
@@ -24,7 +24,7 @@ type gatedAcceptStore struct {
 	left    atomic.Int32
 }
 
-func (s *gatedAcceptStore) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (s *gatedIngestStore) Ingest(ctx context.Context, req *storage.IngestRequest) (storage.IngestResult, error) {
 	if s.armed.Load() {
 		select {
 		case s.entered <- struct{}{}:
@@ -33,7 +33,7 @@ func (s *gatedAcceptStore) Accept(ctx context.Context, req *storage.AcceptReques
 		<-s.gate
 		defer s.left.Add(1)
 	}
-	return s.Store.Accept(ctx, req)
+	return s.Store.Ingest(ctx, req)
 }
 
 // README: once the grace period is over "connections still open are
@@ -44,7 +44,7 @@ func (s *gatedAcceptStore) Accept(ctx context.Context, req *storage.AcceptReques
 // SetWriteDeadline"), which kills the process (exit 2, store maybe not
 // closed). The test binary dies the same way.
 func TestHandlerOutlivingTheGraceDoesNotCrashTheProcess(t *testing.T) {
-	ss := &gatedAcceptStore{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	ss := &gatedIngestStore{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	g := startGateway(t, gwOptions{grace: 300 * time.Millisecond, wrapStore: func(s storage.Store) storage.Store {
 		ss.Store = s
 		return ss
@@ -70,7 +70,7 @@ func TestHandlerOutlivingTheGraceDoesNotCrashTheProcess(t *testing.T) {
 	select {
 	case <-ss.entered:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the ingest never reached Accept")
+		t.Fatal("the ingest never reached Ingest")
 	}
 	t0 := time.Now()
 	if err := g.Shutdown(); err != nil {

@@ -29,11 +29,11 @@ func (s *syncFailedStore) err() error {
 	return nil
 }
 
-func (s *syncFailedStore) Accept(ctx context.Context, r *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (s *syncFailedStore) Ingest(ctx context.Context, r *storage.IngestRequest) (storage.IngestResult, error) {
 	if err := s.err(); err != nil {
-		return storage.AcceptResult{}, err
+		return storage.IngestResult{}, err
 	}
-	return s.Store.Accept(ctx, r)
+	return s.Store.Ingest(ctx, r)
 }
 
 func (s *syncFailedStore) Ping(ctx context.Context) error {

@@ -56,7 +56,7 @@ func TestRetryRefusesAnEndpointIDTakenByAnotherTenant(t *testing.T) {
 	}
 }
 
-// gatedStore holds the next Accept, once armed, until gate is closed, and
+// gatedStore holds the next Ingest, once armed, until gate is closed, and
 // reports DeleteEndpoint calls on deleting.
 type gatedStore struct {
 	storage.Store
@@ -74,12 +74,12 @@ func (s *gatedStore) DeleteEndpoint(ctx context.Context, id string) error {
 	return s.Store.DeleteEndpoint(ctx, id)
 }
 
-func (s *gatedStore) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (s *gatedStore) Ingest(ctx context.Context, req *storage.IngestRequest) (storage.IngestResult, error) {
 	if s.armed.CompareAndSwap(true, false) {
 		s.entered <- struct{}{}
 		<-s.gate
 	}
-	return s.Store.Accept(ctx, req)
+	return s.Store.Ingest(ctx, req)
 }
 
 // An ingest reads the endpoints (a snapshot) before its store write; a
@@ -90,7 +90,7 @@ func (s *gatedStore) Accept(ctx context.Context, req *storage.AcceptRequest) (st
 // cancelled (and that another tenant's endpoint with the same id would
 // have claimed). Now the delete waits for such writes.
 //
-// The test holds one ingest inside Store.Accept, starts the delete, and
+// The test holds one ingest inside Store.Ingest, starts the delete, and
 // lets the ingest go on as soon as the delete reaches the store, or after
 // two seconds if it does not (it must not: it waits for the ingest).
 func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
@@ -165,7 +165,7 @@ func TestExpiredEventIDsDoNotRevealOtherTenants(t *testing.T) {
 		ID: storage.NewID("evt_", old), Tenant: "globex", Source: "other", EventID: "old-1", ReceivedAt: old,
 		ContentType: "application/json", Body: []byte(`{}`), IdempotencyKey: storage.IdempotencyKey("globex", "other", "old-1"),
 	}
-	if _, err := g.Store().Accept(context.Background(), &storage.AcceptRequest{
+	if _, err := g.Store().Ingest(context.Background(), &storage.IngestRequest{
 		Key: storage.DedupeKey{Tenant: "globex", Source: "other", EventID: "old-1"}, BodyHash: sha256.Sum256(ev.Body),
 		DedupeUntil: time.Now().Add(time.Hour), Event: ev, Response: storage.Response{Status: 202, Body: []byte(`{}`)},
 	}); err != nil {

@@ -584,7 +584,7 @@ func TestVerifyConcurrent(t *testing.T) {
 }
 
 // The timestamped schemes (stripe, slack, standard-webhooks) against the
-// providers' published tolerance rules, on a clock like the one Accept
+// providers' published tolerance rules, on a clock like the one Receive
 // passes in production (time.Now(): nanoseconds, not whole seconds), at
 // both edges, and with timestamp garbage that is correctly signed, so that
 // the timestamp parse alone decides. Signatures are computed with

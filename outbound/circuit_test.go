@@ -80,7 +80,7 @@ func acceptAs(t *testing.T, db *badger.DB, tenant string, ep storage.Endpoint, d
 		IdempotencyKey: key, State: storage.StatePending,
 		CreatedAt: now, NextAttemptAt: due, RetryFrom: now, UpdatedAt: now,
 	}
-	_, err := db.Accept(context.Background(), &storage.AcceptRequest{
+	_, err := db.Ingest(context.Background(), &storage.IngestRequest{
 		Key: storage.DedupeKey{Tenant: tenant, Source: "src", EventID: "p_" + evID}, BodyHash: sha256.Sum256(body),
 		DedupeUntil: now.Add(time.Hour),
 		Event: storage.Event{ID: evID, Tenant: tenant, Source: "src", EventID: "p_" + evID, Type: "t",
@@ -88,6 +88,7 @@ func acceptAs(t *testing.T, db *badger.DB, tenant string, ep storage.Endpoint, d
 		Deliveries: []storage.Delivery{d},
 		Response:   storage.Response{Status: http.StatusAccepted, Body: []byte(`{}`)},
 	})
+
 	if err != nil {
 		t.Fatal(err)
 	}

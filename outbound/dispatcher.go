@@ -374,6 +374,39 @@ func (d *Dispatcher) RetryNow(endpointID string) {
 	}
 }
 
+// Pause is an endpoint's pause as this gateway sees it: "closed" when it
+// sends, "open" or "half-open" for its circuit after failures, "paused"
+// while its receiver's Retry-After holds (or, on a store that keeps the
+// gates, while they pause it), with until when. ok is false for an
+// endpoint the dispatcher does not have.
+type Pause struct {
+	State string
+	Until time.Time
+}
+
+// EndpointPause reports an endpoint's Pause at now.
+func (d *Dispatcher) EndpointPause(endpointID string, now time.Time) (Pause, bool) {
+	d.mu.RLock()
+	l, ok := d.endpoints[endpointID]
+	d.mu.RUnlock()
+	if !ok {
+		return Pause{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case d.cfg.Gates != nil && now.Before(l.gateUntil):
+		return Pause{State: "paused", Until: l.gateUntil}, true
+	case d.cfg.Gates != nil:
+		return Pause{State: "closed"}, true
+	case l.held(now):
+		return Pause{State: "paused", Until: l.hold}, true
+	case l.circuit.state == circuitOpen:
+		return Pause{State: "open", Until: l.circuit.until}, true
+	}
+	return Pause{State: l.circuit.state.String()}, true
+}
+
 // circuitPolicy is the circuit breaker's settings, for a store that keeps
 // the circuit (Gates).
 func (d *Dispatcher) circuitPolicy() storage.CircuitPolicy {

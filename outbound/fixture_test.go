@@ -88,7 +88,7 @@ func (e event) withDefaults() event {
 }
 
 // accept stores one event with a delivery, due now, to each endpoint, the
-// way ingest does: through Accept.
+// way ingest does: through Ingest.
 func accept(t testing.TB, db *badger.DB, e event, eps ...storage.Endpoint) []storage.Delivery {
 	t.Helper()
 	e = e.withDefaults()
@@ -104,7 +104,7 @@ func accept(t testing.TB, db *badger.DB, e event, eps ...storage.Endpoint) []sto
 			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
 		})
 	}
-	_, err := db.Accept(context.Background(), &storage.AcceptRequest{
+	_, err := db.Ingest(context.Background(), &storage.IngestRequest{
 		Key:         storage.DedupeKey{Tenant: "acme", Source: e.source, EventID: providerID},
 		BodyHash:    sha256.Sum256(e.body),
 		DedupeUntil: now.Add(time.Hour),
@@ -115,6 +115,7 @@ func accept(t testing.TB, db *badger.DB, e event, eps ...storage.Endpoint) []sto
 		Deliveries: ds,
 		Response:   storage.Response{Status: http.StatusAccepted, Body: []byte(`{}`)},
 	})
+
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,11 +85,12 @@ func acceptClaimed(t *testing.T, db Store, ep storage.Endpoint, lease, now time.
 	dl := storage.Delivery{ID: storage.NewID("dlv_", now), Event: evID, Tenant: "acme", Endpoint: ep.ID, IdempotencyKey: key,
 		State: storage.StateDelivering, LeaseUntil: lease, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}
 	body := []byte(`{"id":"x"}`)
-	_, err := s.Accept(context.Background(), &storage.AcceptRequest{
+	_, err := s.Ingest(context.Background(), &storage.IngestRequest{
 		Key: storage.DedupeKey{Tenant: "acme", Source: "src", EventID: evID}, BodyHash: sha256.Sum256(body), DedupeUntil: now.Add(time.Hour),
 		Event:      storage.Event{ID: evID, Tenant: "acme", Source: "src", EventID: evID, Type: "t", ReceivedAt: now, ContentType: "application/json", Body: body, IdempotencyKey: key},
 		Deliveries: []storage.Delivery{dl}, Response: storage.Response{Status: 202},
 	})
+
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,9 @@ type endpointLoop struct {
 	// gatePaused is true while the store's gates (Config.Gates) pause the
 	// endpoint, so that a pause is logged once (the loop goroutine only).
 	gatePaused bool
+	// gateUntil is when the store's gates last said a pause ends (under
+	// mu, for EndpointPause).
+	gateUntil time.Time
 }
 
 func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
@@ -224,6 +227,14 @@ func (l *endpointLoop) claim(ctx context.Context, p *plan, now time.Time) ([]sto
 		return jobs, storage.GateWait{}, err
 	}
 	jobs, wait, err := l.d.cfg.Gates.ClaimGated(ctx, l.id, now, p.n, lease, l.d.circuitPolicy())
+	if err == nil {
+		l.mu.Lock()
+		l.gateUntil = time.Time{}
+		if wait.Paused {
+			l.gateUntil = wait.Until
+		}
+		l.mu.Unlock()
+	}
 	switch {
 	case err != nil:
 	case wait.Paused && !l.gatePaused:
@@ -558,6 +569,7 @@ func (l *endpointLoop) held(now time.Time) bool { return now.Before(l.hold) }
 // The caller holds l.mu.
 func (l *endpointLoop) resume() {
 	l.circuit.reset()
+	l.gateUntil = time.Time{}
 	l.probe++
 	l.resumes++
 	l.hold = time.Time{}

@@ -52,12 +52,16 @@ type Store interface {
 
 // Ingester records inbound events.
 type Ingester interface {
-	// Accept stores an event and its deliveries in one durable write, unless
+	// Ingest stores an event and its deliveries in one durable write, unless
 	// the dedupe key is already known: then it returns the stored response
 	// with Replayed set (same body hash) or ErrIdempotencyMismatch. The ids
 	// of the event and its deliveries are new (NewID): a store need not
 	// check that no record has them.
-	Accept(ctx context.Context, req *AcceptRequest) (AcceptResult, error)
+	Ingest(ctx context.Context, req *IngestRequest) (IngestResult, error)
+	// Release is Outbox.Release: the ingest path gives back deliveries it
+	// wrote claimed when the write failed after its commit (its sync), so
+	// that they are due at once instead of after their lease.
+	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 }
 
 // ErrStoreFailed is wrapped by the errors of an engine that can no longer
@@ -153,7 +157,7 @@ type Outbox interface {
 	// keeps each delivery's due time from before its claim.
 	Release(ctx context.Context, ids []string, lease time.Time, due time.Time) error
 	// Enqueue adds deliveries of already stored events (replay), due at their
-	// NextAttemptAt. Their ids are new (NewID), as in Accept.
+	// NextAttemptAt. Their ids are new (NewID), as in Ingest.
 	Enqueue(ctx context.Context, ds []Delivery) error
 	// Retry makes a delivery due again at now with a fresh retry budget,
 	// whatever its state, but ErrConflict when it is cancelled or being
@@ -326,8 +330,8 @@ type Response struct {
 	Body   []byte `json:"body"`
 }
 
-// AcceptRequest is one inbound event to record.
-type AcceptRequest struct {
+// IngestRequest is one inbound event to record.
+type IngestRequest struct {
 	Key DedupeKey
 	// BodyHash identifies the request for the same-ID-different-body check.
 	BodyHash [32]byte
@@ -339,8 +343,8 @@ type AcceptRequest struct {
 	Response Response
 }
 
-// AcceptResult tells whether the request was new or a replay.
-type AcceptResult struct {
+// IngestResult tells whether the request was new or a replay.
+type IngestResult struct {
 	Replayed bool
 	Response Response
 }
@@ -526,10 +530,12 @@ type EventFilter struct {
 	Tenant string // "" = all tenants
 	Source string
 	Type   string // a type, or a glob of types (MatchType), e.g. "invoice.*"
-	Since  time.Time
-	Until  time.Time
-	Limit  int
-	Cursor string
+	// EventID is the provider's event ID (Event.EventID), exactly.
+	EventID string
+	Since   time.Time
+	Until   time.Time
+	Limit   int
+	Cursor  string
 }
 
 // DeliveryFilter selects deliveries, newest first.

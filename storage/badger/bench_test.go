@@ -15,11 +15,11 @@ import (
 // benchAccept builds an accept request for a 1 KiB event with one delivery.
 // The body compresses like a provider's JSON does (not like padding): the
 // store compresses event records.
-func benchAccept(i int64, now time.Time) *storage.AcceptRequest {
+func benchAccept(i int64, now time.Time) *storage.IngestRequest {
 	id := fmt.Sprint("bench-", i)
 	body := badger.InvoiceBody(id, 1024)
 	evt := storage.NewID("evt_", now)
-	return &storage.AcceptRequest{
+	return &storage.IngestRequest{
 		Key:         storage.DedupeKey{Tenant: "t", Source: "s", EventID: id},
 		BodyHash:    sha256.Sum256(body),
 		DedupeUntil: now.Add(time.Hour),
@@ -30,9 +30,9 @@ func benchAccept(i int64, now time.Time) *storage.AcceptRequest {
 	}
 }
 
-// BenchmarkAccept is the durable accept path (one fsync per group commit)
+// BenchmarkIngest is the durable accept path (one fsync per group commit)
 // with 64 concurrent callers, as under 64 ingest clients.
-func BenchmarkAccept(b *testing.B) {
+func BenchmarkIngest(b *testing.B) {
 	db, err := badger.Open(b.TempDir(), badger.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -44,7 +44,7 @@ func BenchmarkAccept(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := db.Accept(context.Background(), benchAccept(seq.Add(1), time.Now())); err != nil {
+			if _, err := db.Ingest(context.Background(), benchAccept(seq.Add(1), time.Now())); err != nil {
 				b.Error(err)
 				return
 			}
@@ -56,23 +56,23 @@ func BenchmarkAccept(b *testing.B) {
 	}
 }
 
-// BenchmarkAcceptDuplicate is a retry of a known event: answered from the
+// BenchmarkIngestDuplicate is a retry of a known event: answered from the
 // dedupe record without a write.
-func BenchmarkAcceptDuplicate(b *testing.B) {
+func BenchmarkIngestDuplicate(b *testing.B) {
 	db, err := badger.Open(b.TempDir(), badger.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
 	req := benchAccept(1, time.Now())
-	if _, err := db.Accept(context.Background(), req); err != nil {
+	if _, err := db.Ingest(context.Background(), req); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res, err := db.Accept(context.Background(), req); err != nil || !res.Replayed {
+			if res, err := db.Ingest(context.Background(), req); err != nil || !res.Replayed {
 				b.Errorf("%v %v", res, err)
 				return
 			}
@@ -90,7 +90,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	defer db.Close()
 	ctx, now := context.Background(), time.Now()
 	for i := range int64(b.N) {
-		if _, err := db.Accept(ctx, benchAccept(i, now)); err != nil {
+		if _, err := db.Ingest(ctx, benchAccept(i, now)); err != nil {
 			b.Fatal(err)
 		}
 	}

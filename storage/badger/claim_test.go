@@ -17,10 +17,10 @@ func TestClaimSkipsADeliveryWhoseEventCannotBeRead(t *testing.T) {
 	now := time.Now().UTC()
 	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
 	good := acceptRequest("good", `{}`, now, "ep1")
-	if _, err := db.Accept(ctx, bad); err != nil {
+	if _, err := db.Ingest(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Accept(ctx, good); err != nil {
+	if _, err := db.Ingest(ctx, good); err != nil {
 		t.Fatal(err)
 	}
 	damage(t, db, eventKey(bad.Event.ID))
@@ -83,8 +83,8 @@ func TestAnUnreadableEventFailsItsDeliveryAndIsPurged(t *testing.T) {
 	now := time.Now().UTC()
 	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
 	good := acceptRequest("good", `{}`, now, "ep2") // expired too; another endpoint
-	for _, r := range []*storage.AcceptRequest{bad, good} {
-		if _, err := db.Accept(ctx, r); err != nil {
+	for _, r := range []*storage.IngestRequest{bad, good} {
+		if _, err := db.Ingest(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}

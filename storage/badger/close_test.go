@@ -31,7 +31,7 @@ func TestCloseWaitsForReadsInFlight(t *testing.T) {
 		}
 		if round == 0 {
 			for i := range 30 {
-				if _, err := db.Accept(ctx, acceptRequest(fmt.Sprint("cr-", i), body+fmt.Sprint(i), now, "ep1")); err != nil {
+				if _, err := db.Ingest(ctx, acceptRequest(fmt.Sprint("cr-", i), body+fmt.Sprint(i), now, "ep1")); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -60,7 +60,7 @@ func TestOpenReleasesStaleClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := db.Accept(ctx, benchAccept(int64(i), now)); err != nil {
+		if _, err := db.Ingest(ctx, benchAccept(int64(i), now)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func testOpenAfterKillDuringLogCreation(t *testing.T, name string) {
 	}
 	ctx, now := context.Background(), time.Now()
 	req := benchAccept(1, now)
-	if _, err := db.Accept(ctx, req); err != nil {
+	if _, err := db.Ingest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -190,7 +190,7 @@ func TestLargeEventsStayOutOfTheValueLog(t *testing.T) {
 		}
 		req := benchAccept(int64(i), now)
 		req.Event.Body, req.BodyHash = body, sha256.Sum256(body)
-		if _, err := db.Accept(context.Background(), req); err != nil {
+		if _, err := db.Ingest(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 		ids, bodies = append(ids, req.Event.ID), append(bodies, body)

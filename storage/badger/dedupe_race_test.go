@@ -24,7 +24,7 @@ func TestAcceptOfOneKeyWithDifferentBodiesConcurrently(t *testing.T) {
 	const n = 48
 	type result struct {
 		body string
-		res  storage.AcceptResult
+		res  storage.IngestResult
 		err  error
 	}
 	results := make([]result, n)
@@ -34,7 +34,7 @@ func TestAcceptOfOneKeyWithDifferentBodiesConcurrently(t *testing.T) {
 			body := fmt.Sprintf(`{"v":%d}`, i%3)
 			req := acceptRequest("same", body, now, "ep1")
 			req.Response.Body = []byte(body)
-			res, err := db.Accept(ctx, req)
+			res, err := db.Ingest(ctx, req)
 			results[i] = result{body, res, err}
 		})
 	}
@@ -74,11 +74,11 @@ func TestAcceptOfOneKeyWithDifferentBodiesConcurrently(t *testing.T) {
 	}
 	// And afterwards, from the fast path too (the key is recent now).
 	late := acceptRequest("same", winner, now.Add(time.Second), "ep1")
-	if res, err := db.Accept(ctx, late); err != nil || !res.Replayed || string(res.Response.Body) != winner {
+	if res, err := db.Ingest(ctx, late); err != nil || !res.Replayed || string(res.Response.Body) != winner {
 		t.Fatalf("a resend after the race: %+v %v", res, err)
 	}
 	other := acceptRequest("same", `{"v":"other"}`, now.Add(time.Second), "ep1")
-	if _, err := db.Accept(ctx, other); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := db.Ingest(ctx, other); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("another body after the race: %v", err)
 	}
 }

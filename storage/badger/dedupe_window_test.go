@@ -19,7 +19,7 @@ func TestResendReceivedInsideTheWindowIsReplayedWhenProcessedLate(t *testing.T) 
 	sec := now.Truncate(time.Second).Add(2 * time.Second)
 	until := sec.Add(900 * time.Millisecond) // Badger drops the record at sec+1s
 	first := edgeEvent("late", now, until, "ep")
-	if _, err := db.Accept(ctx, first); err != nil {
+	if _, err := db.Ingest(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	// Received 1 ms before the window ends ...
@@ -27,7 +27,7 @@ func TestResendReceivedInsideTheWindowIsReplayedWhenProcessedLate(t *testing.T) 
 	again := edgeEvent("late", receivedAt, receivedAt.Add(time.Hour), "ep")
 	// ... and written 101 ms later.
 	waitUntil(t, sec.Add(time.Second))
-	res, err := db.Accept(ctx, again)
+	res, err := db.Ingest(ctx, again)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func TestPurgeOfPartedEventWithDamagedHeadDeletesItsParts(t *testing.T) {
 	}
 	req := acceptRequest("damaged-head", "", then, "ep")
 	req.Event.Body, req.BodyHash = body, sha256.Sum256(body)
-	if _, err := db.Accept(ctx, req); err != nil {
+	if _, err := db.Ingest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	if n := countKeys(t, db, prefixEventPart); n != 2 {

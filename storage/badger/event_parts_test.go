@@ -43,7 +43,7 @@ func TestEventRecordsInParts(t *testing.T) {
 		req := acceptRequest("big-"+string(rune('a'+i)), "", then.Add(time.Duration(i)*time.Millisecond), "ep")
 		req.Event.Body, req.BodyHash = body, sha256.Sum256(body)
 		req.Event.Headers = map[string]string{"X-Pad": string(bytes.Repeat([]byte("h"), 8<<10))}
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, stored{req.Event.ID, body})
@@ -134,7 +134,7 @@ func TestPartedEventWithALostPartIsSkippedFailedAndPurged(t *testing.T) {
 		}
 		req := acceptRequest(string(rune('a'+i)), "", then.Add(time.Duration(i)*time.Millisecond), "ep")
 		req.Event.Body, req.BodyHash = body, sha256.Sum256(body)
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, req.Event.ID)

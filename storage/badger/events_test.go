@@ -33,11 +33,11 @@ func TestLegacyEventRecordsStayUsable(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now().UTC().Truncate(time.Millisecond) // IDs keep whole milliseconds
-			var reqs []*storage.AcceptRequest
+			var reqs []*storage.IngestRequest
 			for i := range 5 {
 				body := fmt.Sprintf(`{"n":%d,"pad":%q}`, i, bytes.Repeat([]byte("x"), i*300))
 				req := acceptRequest(fmt.Sprintf("evt-%d", i), body, start.Add(time.Duration(i)*time.Millisecond), "ep1")
-				if _, err := db.Accept(ctx, req); err != nil {
+				if _, err := db.Ingest(ctx, req); err != nil {
 					t.Fatal(err)
 				}
 				reqs = append(reqs, req)
@@ -177,9 +177,9 @@ func countKeys(t *testing.T, db *DB, prefix []byte) int {
 	return n
 }
 
-func acceptRequest(id, body string, now time.Time, endpoint string) *storage.AcceptRequest {
+func acceptRequest(id, body string, now time.Time, endpoint string) *storage.IngestRequest {
 	evt := storage.NewID("evt_", now)
-	return &storage.AcceptRequest{
+	return &storage.IngestRequest{
 		Key:         storage.DedupeKey{Tenant: "acme", Source: "stripe", EventID: id},
 		BodyHash:    sha256.Sum256([]byte(body)),
 		DedupeUntil: now.Add(time.Hour),
@@ -210,7 +210,7 @@ func TestLargestEventBodyIsReadBack(t *testing.T) {
 	} {
 		req := acceptRequest(fmt.Sprintf("big-%d", i), "", time.Now().UTC(), "ep")
 		req.Event.Body = body
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		ev, err := db.GetEvent(ctx, req.Event.ID)
@@ -246,7 +246,7 @@ func TestPagingListsEveryEventOnceAcrossKeyRanges(t *testing.T) {
 	var ids []string
 	for i := range 6 {
 		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*time.Millisecond), "ep1")
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, req.Event.ID)

@@ -79,7 +79,7 @@ func TestJSONRecordStoreKeepsEventsDeliveriesAndDedupe(t *testing.T) {
 
 	// The provider resends e0 with the same body: the stored 202, not a
 	// 503 and not a second event.
-	res, err := db.Accept(ctx, fixtureIngest("e0", `{"id":"e0","type":"t.x"}`))
+	res, err := db.Ingest(ctx, fixtureIngest("e0", `{"id":"e0","type":"t.x"}`))
 	switch {
 	case err != nil:
 		t.Errorf("resend of an acknowledged event: %v (ingest answers 503)", err)
@@ -142,11 +142,11 @@ func TestLegacyEventKeyStoreKeepsEverything(t *testing.T) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("acme's events: %d, %v; want 3", len(evs), err)
 	}
-	res, err := db.Accept(ctx, fixtureIngest("e1", `{"id":"e1","type":"t.x"}`))
+	res, err := db.Ingest(ctx, fixtureIngest("e1", `{"id":"e1","type":"t.x"}`))
 	if err != nil || !res.Replayed || string(res.Response.Body) != `{"id":"evt_06h303x2gxp8822etqfrm869hm","event_id":"e1"}` {
 		t.Errorf("resend of e1: %+v, %v; want the stored answer", res, err)
 	}
-	if _, err := db.Accept(ctx, fixtureIngest("e1", `{"id":"e1","type":"t.changed"}`)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := db.Ingest(ctx, fixtureIngest("e1", `{"id":"e1","type":"t.changed"}`)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Errorf("e1 with another body: %v; want ErrIdempotencyMismatch (422)", err)
 	}
 
@@ -175,12 +175,12 @@ func TestLegacyEventKeyStoreKeepsEverything(t *testing.T) {
 
 // fixtureIngest is the store's part of an ingest of body as event id of
 // the fixtures' source (acme/cfgsrc), received now.
-func fixtureIngest(id, body string) *storage.AcceptRequest {
+func fixtureIngest(id, body string) *storage.IngestRequest {
 	now := time.Now().UTC()
 	ev := storage.Event{ID: storage.NewID("evt_", now), Tenant: "acme", Source: "cfgsrc", EventID: id, Type: "t.x",
 		ReceivedAt: now, ContentType: "application/json", Headers: map[string]string{}, Body: []byte(body),
 		IdempotencyKey: storage.IdempotencyKey("acme", "cfgsrc", id)}
-	return &storage.AcceptRequest{
+	return &storage.IngestRequest{
 		Key: storage.DedupeKey{Tenant: "acme", Source: "cfgsrc", EventID: id}, BodyHash: sha256.Sum256([]byte(body)),
 		DedupeUntil: now.Add(72 * time.Hour), Event: ev,
 		Response: storage.Response{Status: 202, Body: []byte(fmt.Sprintf(`{"id":%q,"event_id":%q}`, ev.ID, id))},

@@ -53,7 +53,7 @@ func TestFullDiskChild(t *testing.T) {
 		fillDisk(db, 8, 144<<10, true)
 	case "soak":
 		for i := range 10 {
-			_, err := db.Accept(context.Background(), acceptRequest(fmt.Sprintf("after-%d", i), "{}", time.Now().UTC(), "ep"))
+			_, err := db.Ingest(context.Background(), acceptRequest(fmt.Sprintf("after-%d", i), "{}", time.Now().UTC(), "ep"))
 			fmt.Printf("WRITE %d: %v\n", i, err)
 			time.Sleep(time.Second) // a soak window for Badger's compactors, not a synchronisation
 		}
@@ -83,7 +83,7 @@ func fillDisk(db *DB, writers, padSize int, keepOn bool) {
 				body := fmt.Sprintf(`{"id":%q,"pad":%q}`, id, base64.StdEncoding.EncodeToString(pad))
 				req := acceptRequest(id, body, time.Now().UTC(), "ep")
 				req.BodyHash = sha256.Sum256([]byte(body))
-				_, err := db.Accept(context.Background(), req)
+				_, err := db.Ingest(context.Background(), req)
 				switch {
 				case err == nil:
 					n.Add(1)
@@ -209,7 +209,7 @@ func TestRetryOfAStoredEventIsAnsweredOnANearlyFullDisk(t *testing.T) {
 	now := time.Now().UTC()
 	first := acceptRequest("evt_stored", `{"id":"evt_stored"}`, now, "ep")
 	first.Response.Body = []byte(`{"id":"` + first.Event.ID + `","event_id":"evt_stored"}`)
-	if _, err := db.Accept(ctx, first); err != nil {
+	if _, err := db.Ingest(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -229,12 +229,12 @@ func TestRetryOfAStoredEventIsAnsweredOnANearlyFullDisk(t *testing.T) {
 		t.Fatalf("setup: %d bytes free, keep %d, reserve %d", free, keep, db.reserve())
 	}
 	tmpfs.Fill(t, filepath.Join(dir, "filler"), keep)
-	if _, err := db.Accept(ctx, acceptRequest("evt_new", `{"id":"evt_new"}`, time.Now().UTC(), "ep")); !errors.Is(err, ErrNoSpace) {
+	if _, err := db.Ingest(ctx, acceptRequest("evt_new", `{"id":"evt_new"}`, time.Now().UTC(), "ep")); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("setup: a new event on the nearly full disk: %v, want ErrNoSpace", err)
 	}
 
 	retry := acceptRequest("evt_stored", `{"id":"evt_stored"}`, time.Now().UTC(), "ep")
-	res, err := db.Accept(ctx, retry)
+	res, err := db.Ingest(ctx, retry)
 	if err != nil {
 		t.Fatalf("the provider's retry of a stored event: %v; want the stored answer (nothing needs writing)", err)
 	}

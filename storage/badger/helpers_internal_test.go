@@ -28,11 +28,11 @@ func openTestDB(t *testing.T, o Options) *DB {
 
 // acceptFor stores an event of tenant, received at, with one delivery to
 // endpoint.
-func acceptFor(t *testing.T, db *DB, tenant, id string, at time.Time, endpoint string) *storage.AcceptRequest {
+func acceptFor(t *testing.T, db *DB, tenant, id string, at time.Time, endpoint string) *storage.IngestRequest {
 	t.Helper()
 	req := acceptRequest(id, `{}`, at, endpoint)
 	req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = tenant, tenant, tenant
-	if _, err := db.Accept(context.Background(), req); err != nil {
+	if _, err := db.Ingest(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	return req

@@ -19,9 +19,9 @@ type dedupeRecord struct {
 	Event    string           `json:"e"`
 }
 
-// Accept stores an event, its deliveries and its dedupe record in one
+// Ingest stores an event, its deliveries and its dedupe record in one
 // durable write, or answers from an existing dedupe record.
-func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (db *DB) Ingest(ctx context.Context, req *storage.IngestRequest) (storage.IngestResult, error) {
 	k := dedupeKey(req.Key.Tenant, req.Key.Source, req.Key.EventID)
 	h := db.recent.hash(k)
 	if db.recent.mayContain(h) {
@@ -31,7 +31,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 			return res, err
 		}
 	}
-	var res storage.AcceptResult
+	var res storage.IngestResult
 	ev, err := encode(&req.Event)
 	if err != nil {
 		return res, fmt.Errorf("encode event: %w", err)
@@ -58,7 +58,7 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 		if err != nil || found {
 			return err
 		}
-		res = storage.AcceptResult{Response: req.Response}
+		res = storage.IngestResult{Response: req.Response}
 		e := bdg.NewEntry(k, rec)
 		e.ExpiresAt = expiresAt(req.DedupeUntil)
 		if err := txn.SetEntry(e); err != nil {
@@ -96,8 +96,8 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 // without queueing a write. The record may be committed but not yet
 // durable: it answers only once it is, so that no answer ever rests on
 // data a crash could lose.
-func (db *DB) acceptFromRecord(ctx context.Context, k []byte, req *storage.AcceptRequest) (storage.AcceptResult, bool, error) {
-	var res storage.AcceptResult
+func (db *DB) acceptFromRecord(ctx context.Context, k []byte, req *storage.IngestRequest) (storage.IngestResult, bool, error) {
+	var res storage.IngestResult
 	var found bool
 	err := db.view(func(txn *bdg.Txn) error {
 		var err error
@@ -106,7 +106,7 @@ func (db *DB) acceptFromRecord(ctx context.Context, k []byte, req *storage.Accep
 	})
 	if found {
 		if werr := db.waitDurable(ctx); werr != nil {
-			return storage.AcceptResult{}, true, werr
+			return storage.IngestResult{}, true, werr
 		}
 	}
 	return res, found, err
@@ -114,25 +114,25 @@ func (db *DB) acceptFromRecord(ctx context.Context, k []byte, req *storage.Accep
 
 // checkDedupe looks up an unexpired dedupe record: found with the stored
 // answer when the body hash matches, ErrIdempotencyMismatch when not.
-func checkDedupe(txn *bdg.Txn, k []byte, req *storage.AcceptRequest) (storage.AcceptResult, bool, error) {
+func checkDedupe(txn *bdg.Txn, k []byte, req *storage.IngestRequest) (storage.IngestResult, bool, error) {
 	item, err := txn.Get(k)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return storage.AcceptResult{}, false, nil
+		return storage.IngestResult{}, false, nil
 	}
 	if err != nil {
-		return storage.AcceptResult{}, false, err
+		return storage.IngestResult{}, false, err
 	}
 	var rec dedupeRecord
 	if err := item.Value(func(v []byte) error { return decode(v, &rec) }); err != nil {
-		return storage.AcceptResult{}, false, fmt.Errorf("decode dedupe record: %w", err)
+		return storage.IngestResult{}, false, fmt.Errorf("decode dedupe record: %w", err)
 	}
 	if !rec.Expires.IsZero() && !req.Event.ReceivedAt.Before(rec.Expires) {
-		return storage.AcceptResult{}, false, nil
+		return storage.IngestResult{}, false, nil
 	}
 	if rec.Hash != req.BodyHash {
-		return storage.AcceptResult{}, true, storage.ErrIdempotencyMismatch
+		return storage.IngestResult{}, true, storage.ErrIdempotencyMismatch
 	}
-	return storage.AcceptResult{Replayed: true, Response: rec.Response}, true, nil
+	return storage.IngestResult{Replayed: true, Response: rec.Response}, true, nil
 }
 
 // putNewDelivery writes a delivery with its indexes and its outbox entry.

@@ -9,7 +9,7 @@ import (
 	"hookgate/storage"
 )
 
-// A provider's resend that takes Accept's
+// A provider's resend that takes Ingest's
 // read-only fast path and finds the dedupe record of an event whose write
 // is committed but not yet synced must not be answered until that sync
 // is done: the answer says the event is stored, and a crash before the
@@ -22,13 +22,13 @@ func TestFastPathResendWaitsForTheSync(t *testing.T) {
 	now := time.Now().UTC()
 	old := acceptRequest("k", `{"v":1}`, now.Add(-2*time.Hour), "ep1")
 	old.DedupeUntil = now.Add(-time.Hour)
-	if _, err := db.Accept(ctx, old); err != nil {
+	if _, err := db.Ingest(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	h := holdSyncs(t, db, false, nil)
 	first := acceptRequest("k", `{"v":2}`, now, "ep1")
 	firstDone := make(chan error, 1)
-	go func() { _, err := db.Accept(ctx, first); firstDone <- err }()
+	go func() { _, err := db.Ingest(ctx, first); firstDone <- err }()
 	testsupport.WaitFor(t, 10*time.Second, "the first send's sync to start", h.entered.Load)
 	// Its record is committed (visible) while its sync is held.
 	testsupport.WaitFor(t, 10*time.Second, "the first send's write to be visible", func() bool {
@@ -37,11 +37,11 @@ func TestFastPathResendWaitsForTheSync(t *testing.T) {
 	})
 	resend := acceptRequest("k", `{"v":2}`, now.Add(time.Second), "ep1")
 	type answer struct {
-		res storage.AcceptResult
+		res storage.IngestResult
 		err error
 	}
 	resendDone := make(chan answer, 1)
-	go func() { r, err := db.Accept(ctx, resend); resendDone <- answer{r, err} }()
+	go func() { r, err := db.Ingest(ctx, resend); resendDone <- answer{r, err} }()
 	select {
 	case a := <-resendDone:
 		t.Fatalf("the resend was answered (%+v, %v) before the first send's write was synced", a.res, a.err)

@@ -63,6 +63,7 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 			return ev, false, nil
 		}
 		return ev, (f.Source == "" || ev.Source == f.Source) && (f.Type == "" || storage.MatchType(f.Type, ev.Type)) &&
+			(f.EventID == "" || ev.EventID == f.EventID) &&
 			within(ev.ReceivedAt, f.Since, f.Until), err
 	}, func(ev *storage.Event) string { return ev.ID }, eventBytes)
 }

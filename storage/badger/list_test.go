@@ -31,7 +31,7 @@ func TestListingsStopAtTheScanBudgetAndGoOnFromThere(t *testing.T) {
 		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*time.Millisecond), "ep-"+tenant)
 		req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = tenant, tenant, tenant
 		req.Event.Type = tenant + ".type"
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		if tenant == "a" {
@@ -123,7 +123,7 @@ func TestScanBudgetRevealsNothingOfOtherTenants(t *testing.T) {
 	for i := range 4 { // tenant b's deliveries at +0, +10, +20, +30 ms
 		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*10*time.Millisecond), "ep-b")
 		req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = "b", "b", "b"
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +160,7 @@ func TestListEventsTypeGlobOnTenantIndexWithPaging(t *testing.T) {
 		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*time.Millisecond), "ep-"+tenant)
 		req.Key.Tenant, req.Event.Tenant, req.Deliveries[0].Tenant = tenant, tenant, tenant
 		req.Event.Type = typ
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		if want[tenant] == nil {

@@ -286,7 +286,7 @@ func TestValueLogIsSyncedAfterValueWrites(t *testing.T) {
 	}
 	ctx := context.Background()
 	now := time.Now().UTC()
-	if _, err := db.Accept(ctx, acceptRequest("small", `{"id":"small"}`, now, "ep")); err != nil {
+	if _, err := db.Ingest(ctx, acceptRequest("small", `{"id":"small"}`, now, "ep")); err != nil {
 		t.Fatal(err)
 	}
 	if n := vlogSyncs(); n != 0 {
@@ -296,7 +296,7 @@ func TestValueLogIsSyncedAfterValueWrites(t *testing.T) {
 	if _, err := rand.Read(big); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Accept(ctx, acceptRequest("big", string(big), now, "ep")); err != nil {
+	if _, err := db.Ingest(ctx, acceptRequest("big", string(big), now, "ep")); err != nil {
 		t.Fatal(err)
 	}
 	if n := vlogSyncs(); n == 0 {

@@ -13,7 +13,7 @@ import (
 // NextDue is the dispatcher's only wake-up besides its
 // poll: a time later than the earliest due delivery (or ok false while
 // one is live) delays it by up to the poll interval. Under a random mix of
-// Accept, Claim, Complete (retry, success), Release (to a time, or to the
+// Ingest, Claim, Complete (retry, success), Release (to a time, or to the
 // due time before the claim), Retry and Enqueue, NextDue never reports a
 // time after the earliest live due time, Depth counts exactly the live
 // deliveries, and a claim at a time takes exactly those due then.
@@ -56,7 +56,7 @@ func nextDueModel(t *testing.T, seed uint64) {
 		case op == 0 || len(ids) == 0:
 			at := clock.Add(time.Duration(r.IntN(20)-10) * time.Second)
 			req := acceptRequest(fmt.Sprint("m-", step), `{}`, at, "ep1")
-			if _, err := db.Accept(ctx, req); err != nil {
+			if _, err := db.Ingest(ctx, req); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, req.Deliveries[0].ID)

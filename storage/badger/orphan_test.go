@@ -24,7 +24,7 @@ func TestTenantListingSurvivesAnOrphanIndexKey(t *testing.T) {
 	var dls []storage.Delivery
 	for i := range 3 {
 		req := acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, start.Add(time.Duration(i)*time.Millisecond), "ep1")
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		dls = append(dls, req.Deliveries[0])

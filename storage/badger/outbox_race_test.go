@@ -21,7 +21,7 @@ func TestConcurrentClaimersNeverShareADelivery(t *testing.T) {
 	now := time.Now().UTC()
 	const n = 300
 	for i := range n {
-		if _, err := db.Accept(ctx, acceptRequest(fmt.Sprint("cc-", i), `{}`, now.Add(-time.Duration(n-i)*time.Microsecond), "ep1")); err != nil {
+		if _, err := db.Ingest(ctx, acceptRequest(fmt.Sprint("cc-", i), `{}`, now.Add(-time.Duration(n-i)*time.Microsecond), "ep1")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func TestLateCompleteRacesAReclaim(t *testing.T) {
 	for round := range 40 {
 		now := base.Add(time.Duration(round) * time.Hour)
 		req := acceptRequest(fmt.Sprint("lc-", round), `{}`, now, "ep1")
-		if _, err := db.Accept(ctx, req); err != nil {
+		if _, err := db.Ingest(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 		first, err := db.Claim(ctx, "ep1", now, 10, time.Minute)
@@ -130,7 +130,7 @@ func TestStaleHolderAfterRetryAndReclaim(t *testing.T) {
 	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
 	req := acceptRequest("stale", `{}`, now, "ep1")
-	if _, err := db.Accept(ctx, req); err != nil {
+	if _, err := db.Ingest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	old, err := db.Claim(ctx, "ep1", now, 1, time.Minute)
@@ -180,7 +180,7 @@ func TestPurgeRacesClaim(t *testing.T) {
 	old := now.Add(-3 * time.Hour)
 	const n = 200
 	for i := range n {
-		if _, err := db.Accept(ctx, acceptRequest(fmt.Sprint("pc-", i), `{"x":1}`, old.Add(time.Duration(i)*time.Microsecond), "ep1")); err != nil {
+		if _, err := db.Ingest(ctx, acceptRequest(fmt.Sprint("pc-", i), `{"x":1}`, old.Add(time.Duration(i)*time.Microsecond), "ep1")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -111,9 +111,9 @@ func TestPurgeKeepsAnEventReceivedJustAfterTheCutoff(t *testing.T) {
 	cutoff := ms.Add(400 * time.Microsecond)
 	before := acceptRequest("before", `{}`, ms.Add(100*time.Microsecond), "ep1")
 	after := acceptRequest("after", `{}`, ms.Add(800*time.Microsecond), "ep1")
-	for _, r := range []*storage.AcceptRequest{before, after} {
+	for _, r := range []*storage.IngestRequest{before, after} {
 		r.Deliveries = nil // nothing keeps them: only the cutoff decides
-		if _, err := db.Accept(ctx, r); err != nil {
+		if _, err := db.Ingest(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +139,7 @@ func TestCompleteOfADeliveryPurgedInFlightIsLeaseLost(t *testing.T) {
 	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
 	old := now.Add(-3 * time.Hour)
-	if _, err := db.Accept(ctx, acceptRequest("inflight", `{}`, old, "ep1")); err != nil {
+	if _, err := db.Ingest(ctx, acceptRequest("inflight", `{}`, old, "ep1")); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := db.Claim(ctx, "ep1", now, 1, time.Minute)
@@ -216,7 +216,7 @@ func TestPurgeSplitsAnEventTooBigForOneTransaction(t *testing.T) {
 	db := openTestDB(t, Options{MemTableSize: 1 << 20})
 	then := time.Now().UTC().Add(-2 * time.Hour)
 	heavy := acceptRequest("heavy", `{}`, then, "ep1")
-	if _, err := db.Accept(ctx, heavy); err != nil {
+	if _, err := db.Ingest(ctx, heavy); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 { // replays, finished long ago
@@ -232,7 +232,7 @@ func TestPurgeSplitsAnEventTooBigForOneTransaction(t *testing.T) {
 		}
 	}
 	light := acceptRequest("light", `{}`, then.Add(time.Millisecond), "ep1")
-	if _, err := db.Accept(ctx, light); err != nil {
+	if _, err := db.Ingest(ctx, light); err != nil {
 		t.Fatal(err)
 	}
 

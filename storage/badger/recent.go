@@ -6,7 +6,7 @@ import (
 )
 
 // recentKeys remembers the dedupe keys this process wrote or found
-// recently, so that Accept reads the store before queueing a write only
+// recently, so that Ingest reads the store before queueing a write only
 // when the event may be a retry. Most first requests then skip that read
 // (it was ~5% of the gateway's CPU under load); a retry the table has
 // forgotten (after a restart, or evicted by a later key) is still answered

@@ -70,7 +70,7 @@ func TestReserveFollowsTheLevels(t *testing.T) {
 	for i := range 400 { // ~6 MiB, incompressible: several memtables flushed to level 0
 		_, _ = rand.Read(pad)
 		body := fmt.Sprintf(`{"n":%d,"pad":%q}`, i, base64.StdEncoding.EncodeToString(pad))
-		if _, err := db.Accept(context.Background(), acceptRequest(fmt.Sprintf("r-%d", i), body, now, "ep")); err != nil {
+		if _, err := db.Ingest(context.Background(), acceptRequest(fmt.Sprintf("r-%d", i), body, now, "ep")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,10 +28,10 @@ func edgeOpen(t *testing.T) *badger.DB {
 
 // edgeEvent is an accept request for (t, s, id) with one pending
 // delivery, due at now, per endpoint in eps.
-func edgeEvent(id string, now, dedupeUntil time.Time, eps ...string) *storage.AcceptRequest {
+func edgeEvent(id string, now, dedupeUntil time.Time, eps ...string) *storage.IngestRequest {
 	body := []byte(`{"id":"` + id + `"}`)
 	evt := storage.NewID("evt_", now)
-	req := &storage.AcceptRequest{
+	req := &storage.IngestRequest{
 		Key:         storage.DedupeKey{Tenant: "t", Source: "s", EventID: id},
 		BodyHash:    sha256.Sum256(body),
 		DedupeUntil: dedupeUntil,
@@ -72,7 +72,7 @@ func TestClaimReportsStoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, now := context.Background(), time.Now().UTC()
-	if _, err := db.Accept(ctx, edgeEvent("a", now, now.Add(time.Hour), "ep")); err != nil {
+	if _, err := db.Ingest(ctx, edgeEvent("a", now, now.Add(time.Hour), "ep")); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -112,7 +112,7 @@ func TestPurgeOfHeavyEventsSucceeds(t *testing.T) {
 	errs := make(chan error, events)
 	for i := range events {
 		wg.Go(func() {
-			if _, err := db.Accept(ctx, edgeEvent(fmt.Sprint("heavy-", i), old, old.Add(time.Hour), eps...)); err != nil {
+			if _, err := db.Ingest(ctx, edgeEvent(fmt.Sprint("heavy-", i), old, old.Add(time.Hour), eps...)); err != nil {
 				errs <- err
 			}
 		})
@@ -145,7 +145,7 @@ func TestPurgeOfHeavyEventsSucceeds(t *testing.T) {
 	}
 }
 
-// Was a bug (ingest.go, Accept): the dedupe record's Badger TTL is
+// Was a bug (ingest.go, Ingest): the dedupe record's Badger TTL is
 // time.Until(DedupeUntil), and Badger keeps expiry in whole Unix seconds
 // (Entry.WithTTL truncates). The record vanishes up to a second before
 // DedupeUntil, so a resend received inside the dedupe window (which
@@ -157,7 +157,7 @@ func TestDedupeRecordLastsItsWindow(t *testing.T) {
 	sec := now.Truncate(time.Second).Add(2 * time.Second)
 	until := sec.Add(900 * time.Millisecond) // the window ends 0.9s after a whole second
 	first := edgeEvent("edge", now, until, "ep")
-	if _, err := db.Accept(ctx, first); err != nil {
+	if _, err := db.Ingest(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, sec.Add(200*time.Millisecond))
@@ -166,7 +166,7 @@ func TestDedupeRecordLastsItsWindow(t *testing.T) {
 		t.Skip("too slow to land inside the window")
 	}
 	again := edgeEvent("edge", at, at.Add(time.Hour), "ep") // the same event, resent
-	res, err := db.Accept(ctx, again)
+	res, err := db.Ingest(ctx, again)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestZeroDueDeliveryStaysInTheOutbox(t *testing.T) {
 	db := edgeOpen(t)
 	ctx, now := context.Background(), time.Now().UTC()
 	req := edgeEvent("z", now, now.Add(time.Hour)) // no delivery at accept
-	if _, err := db.Accept(ctx, req); err != nil {
+	if _, err := db.Ingest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	d := storage.Delivery{ID: storage.NewID("dlv_", now), Event: req.Event.ID, Tenant: "t", Endpoint: "ep",
@@ -259,7 +259,7 @@ func TestOpenReleasesLongLeases(t *testing.T) {
 	if err := db.PutEndpoint(ctx, &storage.Endpoint{ID: "slow", Timeout: 20 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Accept(ctx, edgeEvent("long-1", now, now.Add(time.Hour), "slow")); err != nil {
+	if _, err := db.Ingest(ctx, edgeEvent("long-1", now, now.Add(time.Hour), "slow")); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := db.Claim(ctx, "slow", now, 1, 20*time.Minute+30*time.Second)

@@ -96,7 +96,7 @@ func TestPurgeDeletesTenantIndexKeys(t *testing.T) {
 	db := openTestDB(t, Options{})
 	then := time.Now().UTC().Add(-2 * time.Hour)
 	for i := range 3 {
-		if _, err := db.Accept(ctx, acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")); err != nil {
+		if _, err := db.Ingest(ctx, acceptRequest(fmt.Sprintf("evt-%d", i), `{}`, then.Add(time.Duration(i)*time.Millisecond), "ep1")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,8 +20,8 @@ func TestListEventsGoesPastAnUnreadableEventRecord(t *testing.T) {
 	older := acceptRequest("older", `{}`, now.Add(-2*time.Second), "ep1")
 	bad := acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
 	newer := acceptRequest("newer", `{}`, now, "ep1")
-	for _, r := range []*storage.AcceptRequest{older, bad, newer} {
-		if _, err := db.Accept(ctx, r); err != nil {
+	for _, r := range []*storage.IngestRequest{older, bad, newer} {
+		if _, err := db.Ingest(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,12 +39,12 @@ func TestListEventsGoesPastAnUnreadableEventRecord(t *testing.T) {
 
 // badAndGood stores two events with a delivery each to ep1, the older one
 // (bad) with its delivery record damaged.
-func badAndGood(t *testing.T, db *DB, now time.Time) (bad, good *storage.AcceptRequest) {
+func badAndGood(t *testing.T, db *DB, now time.Time) (bad, good *storage.IngestRequest) {
 	t.Helper()
 	bad = acceptRequest("bad", `{}`, now.Add(-time.Second), "ep1")
 	good = acceptRequest("good", `{}`, now, "ep1")
-	for _, r := range []*storage.AcceptRequest{bad, good} {
-		if _, err := db.Accept(context.Background(), r); err != nil {
+	for _, r := range []*storage.IngestRequest{bad, good} {
+		if _, err := db.Ingest(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func TestPurgeRemovesAnUnreadableDeliveryRecord(t *testing.T) {
 	db := openTestDB(t, Options{})
 	now := time.Now().UTC()
 	bad := acceptRequest("bad", `{}`, now.Add(-2*time.Hour), "ep1")
-	if _, err := db.Accept(ctx, bad); err != nil {
+	if _, err := db.Ingest(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
 	damage(t, db, deliveryKey(bad.Deliveries[0].ID))
@@ -158,7 +158,7 @@ func TestPurgeRemovesTheAttemptsOfAnUnreadableDeliveryRecord(t *testing.T) {
 	now := time.Now().UTC()
 	old := now.Add(-2 * time.Hour)
 	req := acceptRequest("bad", `{}`, old, "ep1")
-	if _, err := db.Accept(ctx, req); err != nil {
+	if _, err := db.Ingest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := db.Claim(ctx, "ep1", now, 10, time.Minute)

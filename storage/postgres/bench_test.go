@@ -13,13 +13,13 @@ import (
 	"hookgate/storage/postgres"
 )
 
-// BenchmarkAccept is the database's own ceiling for hookgate's ingest
+// BenchmarkIngest is the database's own ceiling for hookgate's ingest
 // here: the dedupe claim, the event (1 KiB body) and one delivery, issued
 // by 64 goroutines over 64 connections, with no HTTP. Run it against a
 // server with fsync on (./test.sh's throwaway cluster has it off):
 //
-//	HOOKGATE_TEST_POSTGRES_DSN=… go test -run '^$' -bench Accept -benchtime 10s ./storage/postgres
-func BenchmarkAccept(b *testing.B) {
+//	HOOKGATE_TEST_POSTGRES_DSN=… go test -run '^$' -bench Ingest -benchtime 10s ./storage/postgres
+func BenchmarkIngest(b *testing.B) {
 	dsn, schema := pgtest.Schema(b)
 	db, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, MaxConns: 64})
 	if err != nil {
@@ -39,7 +39,7 @@ func BenchmarkAccept(b *testing.B) {
 			now := time.Now().UTC()
 			id := fmt.Sprint("bench-", seq.Add(1))
 			evt := storage.NewID("evt_", now)
-			req := &storage.AcceptRequest{
+			req := &storage.IngestRequest{
 				Key:         storage.DedupeKey{Tenant: "bench", Source: "bench", EventID: id},
 				DedupeUntil: now.Add(72 * time.Hour),
 				Event: storage.Event{ID: evt, Tenant: "bench", Source: "bench", EventID: id, Type: "t", ReceivedAt: now,
@@ -49,7 +49,7 @@ func BenchmarkAccept(b *testing.B) {
 					State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}},
 				Response: storage.Response{Status: 202, Body: []byte(`{"id":"` + evt + `"}`)},
 			}
-			if _, err := db.Accept(ctx, req); err != nil {
+			if _, err := db.Ingest(ctx, req); err != nil {
 				b.Error(err)
 				return
 			}

@@ -40,11 +40,11 @@ WITH claim AS (
 )
 SELECT EXISTS (SELECT 1 FROM claim)`
 
-// Accept stores an event and its deliveries, or answers from the stored
+// Ingest stores an event and its deliveries, or answers from the stored
 // dedupe record.
-func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.AcceptResult, error) {
+func (db *DB) Ingest(ctx context.Context, req *storage.IngestRequest) (storage.IngestResult, error) {
 	if err := db.check(); err != nil {
-		return storage.AcceptResult{}, err
+		return storage.IngestResult{}, err
 	}
 	ev := &req.Event
 	expires := int64(math.MaxInt64) // no window: remembered for ever
@@ -66,22 +66,22 @@ func (db *DB) Accept(ctx context.Context, req *storage.AcceptRequest) (storage.A
 	for range 8 {
 		var claimed bool
 		if err := db.pool.QueryRow(ctx, acceptSQL, args...).Scan(&claimed); err != nil {
-			return storage.AcceptResult{}, db.fail("accept", err)
+			return storage.IngestResult{}, db.fail("accept", err)
 		}
 		if claimed {
-			return storage.AcceptResult{Response: req.Response}, nil
+			return storage.IngestResult{Response: req.Response}, nil
 		}
 		res, found, err := db.storedAnswer(ctx, req, received)
 		if err != nil || found {
 			return res, err
 		}
 	}
-	return storage.AcceptResult{}, fmt.Errorf("postgres: accept: the dedupe record of %q keeps changing", req.Key.EventID)
+	return storage.IngestResult{}, fmt.Errorf("postgres: accept: the dedupe record of %q keeps changing", req.Key.EventID)
 }
 
 // storedAnswer reads the committed dedupe record of a claim that lost:
 // its answer for the same body, ErrIdempotencyMismatch for another.
-func (db *DB) storedAnswer(ctx context.Context, req *storage.AcceptRequest, received int64) (storage.AcceptResult, bool, error) {
+func (db *DB) storedAnswer(ctx context.Context, req *storage.IngestRequest, received int64) (storage.IngestResult, bool, error) {
 	var hash, body []byte
 	var status int
 	var expires int64
@@ -90,15 +90,15 @@ func (db *DB) storedAnswer(ctx context.Context, req *storage.AcceptRequest, rece
 		[]byte(req.Key.Tenant), []byte(req.Key.Source), []byte(req.Key.EventID)).Scan(&hash, &status, &body, &expires)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return storage.AcceptResult{}, false, nil
+		return storage.IngestResult{}, false, nil
 	case err != nil:
-		return storage.AcceptResult{}, false, db.fail("read a dedupe record", err)
+		return storage.IngestResult{}, false, db.fail("read a dedupe record", err)
 	case expires <= received:
-		return storage.AcceptResult{}, false, nil
+		return storage.IngestResult{}, false, nil
 	case string(hash) != string(req.BodyHash[:]):
-		return storage.AcceptResult{}, true, storage.ErrIdempotencyMismatch
+		return storage.IngestResult{}, true, storage.ErrIdempotencyMismatch
 	}
-	return storage.AcceptResult{Replayed: true, Response: storage.Response{Status: status, Body: orNil(body)}}, true, nil
+	return storage.IngestResult{Replayed: true, Response: storage.Response{Status: status, Body: orNil(body)}}, true, nil
 }
 
 // eventWeight is what an event counts against storage.PageBytes.

@@ -145,6 +145,9 @@ func (db *DB) ListEvents(ctx context.Context, f storage.EventFilter) ([]storage.
 		if f.Type != "" && !glob {
 			w.add("type = ?", []byte(f.Type))
 		}
+		if f.EventID != "" {
+			w.add("event_id = ?", []byte(f.EventID))
+		}
 		if !f.Since.IsZero() {
 			w.add("received_at >= ?", nanos(f.Since))
 		}

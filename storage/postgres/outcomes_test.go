@@ -23,7 +23,7 @@ func TestCompleteGroupsKeepEachOutcome(t *testing.T) {
 	ctx, now := context.Background(), time.Now().UTC()
 	const n = 300
 	for i := range n {
-		if _, err := db.Accept(ctx, storagetest.Event("acme", "src", fmt.Sprintf("e%03d", i), "b", now, "ep")); err != nil {
+		if _, err := db.Ingest(ctx, storagetest.Event("acme", "src", fmt.Sprintf("e%03d", i), "b", now, "ep")); err != nil {
 			t.Fatal(err)
 		}
 	}

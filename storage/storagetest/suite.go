@@ -31,12 +31,12 @@ type Opener struct {
 // Run runs the whole suite.
 func Run(t *testing.T, o Opener) {
 	tests := map[string]func(*testing.T, Opener){
-		"AcceptThenReplay":                  testAcceptThenReplay,
-		"AcceptMismatch":                    testAcceptMismatch,
-		"AcceptScopes":                      testAcceptScopes,
-		"AcceptConcurrent":                  testAcceptConcurrent,
-		"AcceptExpiry":                      testAcceptExpiry,
-		"AcceptSurvivesRestart":             testAcceptSurvivesRestart,
+		"IngestThenReplay":                  testIngestThenReplay,
+		"IngestMismatch":                    testIngestMismatch,
+		"IngestScopes":                      testIngestScopes,
+		"IngestConcurrent":                  testIngestConcurrent,
+		"IngestExpiry":                      testIngestExpiry,
+		"IngestSurvivesRestart":             testIngestSurvivesRestart,
 		"ClaimCompleteRetry":                testClaimCompleteRetry,
 		"ClaimLeaseExpiry":                  testClaimLeaseExpiry,
 		"CompleteLeaseLost":                 testCompleteLeaseLost,
@@ -64,7 +64,7 @@ func Run(t *testing.T, o Opener) {
 		"DedupeWindowIsExact":               testDedupeWindowIsExact,
 		"MismatchSurvivesRestart":           testMismatchSurvivesRestart,
 		"ClaimSurvivesRestart":              testClaimSurvivesRestart,
-		"AcceptWritesClaimedDeliveries":     testAcceptWritesClaimedDeliveries,
+		"IngestWritesClaimedDeliveries":     testIngestWritesClaimedDeliveries,
 		"CompleteWithoutCountingAttempt":    testCompleteWithoutCountingAttempt,
 		"ReleaseOnlyUnderItsLease":          testReleaseOnlyUnderItsLease,
 		"ReleaseKeepingDueTimes":            testReleaseKeepingDueTimes,
@@ -138,9 +138,9 @@ func handles(t *testing.T, o Opener, s storage.Store) []storage.Store {
 // Event builds an accept request for the provider event (tenant, source,
 // id) with body, received at now, and one delivery per endpoint, due at
 // now: what an ingest writes. Engines' own tests use it too.
-func Event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.AcceptRequest {
+func Event(tenant, source, id, body string, now time.Time, endpoints ...string) *storage.IngestRequest {
 	evt := storage.NewID("evt_", now)
-	req := &storage.AcceptRequest{
+	req := &storage.IngestRequest{
 		Key:         storage.DedupeKey{Tenant: tenant, Source: source, EventID: id},
 		BodyHash:    sha256.Sum256([]byte(body)),
 		DedupeUntil: now.Add(time.Hour),
@@ -181,15 +181,15 @@ func ok(err error) {
 	}
 }
 
-func testAcceptThenReplay(t *testing.T, o Opener) {
+func testIngestThenReplay(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "evt_1", `{"a":1}`, now, "ep1")
-	res := must(s.Accept(ctx, req))
+	res := must(s.Ingest(ctx, req))
 	if res.Replayed || res.Response.Status != 202 {
 		t.Fatalf("first accept: %+v", res)
 	}
 	again := Event("acme", "stripe", "evt_1", `{"a":1}`, now)
-	res2 := must(s.Accept(ctx, again))
+	res2 := must(s.Ingest(ctx, again))
 	if !res2.Replayed || string(res2.Response.Body) != string(req.Response.Body) {
 		t.Fatalf("replay: got %+v, want body %s", res2, req.Response.Body)
 	}
@@ -212,37 +212,37 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 	return a, b
 }
 
-func testAcceptMismatch(t *testing.T, o Opener) {
+func testIngestMismatch(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "x", "one", now)))
-	_, err := s.Accept(ctx, Event("acme", "stripe", "x", "two", now))
+	must(s.Ingest(ctx, Event("acme", "stripe", "x", "one", now)))
+	_, err := s.Ingest(ctx, Event("acme", "stripe", "x", "two", now))
 	if !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("different body: got %v, want ErrIdempotencyMismatch", err)
 	}
 }
 
-func testAcceptScopes(t *testing.T, o Opener) {
+func testIngestScopes(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	for _, k := range [][2]string{{"acme", "stripe"}, {"other", "stripe"}, {"acme", "github"}} {
-		res := must(s.Accept(ctx, Event(k[0], k[1], "same-id", "body-"+k[0]+k[1], now)))
+		res := must(s.Ingest(ctx, Event(k[0], k[1], "same-id", "body-"+k[0]+k[1], now)))
 		if res.Replayed {
 			t.Fatalf("%v: same ID in another scope was treated as a duplicate", k)
 		}
 	}
 }
 
-func testAcceptConcurrent(t *testing.T, o Opener) {
+func testIngestConcurrent(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	hs := handles(t, o, s)
 	const n = 64
 	var wg sync.WaitGroup
-	results := make([]storage.AcceptResult, n)
+	results := make([]storage.IngestResult, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = hs[i%len(hs)].Accept(ctx, Event("acme", "stripe", "race", "body", now, "ep1"))
+			results[i], errs[i] = hs[i%len(hs)].Ingest(ctx, Event("acme", "stripe", "race", "body", now, "ep1"))
 		}()
 	}
 	wg.Wait()
@@ -268,34 +268,34 @@ func testAcceptConcurrent(t *testing.T, o Opener) {
 	}
 }
 
-func testAcceptExpiry(t *testing.T, o Opener) {
+func testIngestExpiry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "short", "one", now)
 	req.DedupeUntil = now.Add(1500 * time.Millisecond)
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	// Once the window has passed, the ID is new again, even with another body.
 	later := Event("acme", "stripe", "short", "two", now.Add(2*time.Second))
-	res, err := s.Accept(ctx, later)
+	res, err := s.Ingest(ctx, later)
 	if err != nil || res.Replayed {
 		t.Fatalf("dedupe record did not expire: %+v %v", res, err)
 	}
 	// And the new record is the one remembered now.
-	res, err = s.Accept(ctx, Event("acme", "stripe", "short", "two", now.Add(3*time.Second)))
+	res, err = s.Ingest(ctx, Event("acme", "stripe", "short", "two", now.Add(3*time.Second)))
 	if err != nil || !res.Replayed || string(res.Response.Body) != string(later.Response.Body) {
 		t.Fatalf("after expiry the new answer is not remembered: %+v %v", res, err)
 	}
 }
 
-func testAcceptSurvivesRestart(t *testing.T, o Opener) {
+func testIngestSurvivesRestart(t *testing.T, o Opener) {
 	if o.Reopen == nil {
 		t.Skip("engine has no reopen")
 	}
 	s, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "durable", "body", now, "ep1")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	s = o.Reopen(t, s)
 	t.Cleanup(func() { _ = s.Close() })
-	res := must(s.Accept(ctx, Event("acme", "stripe", "durable", "body", now)))
+	res := must(s.Ingest(ctx, Event("acme", "stripe", "durable", "body", now)))
 	if !res.Replayed || string(res.Response.Body) != string(req.Response.Body) {
 		t.Fatalf("after restart: %+v", res)
 	}
@@ -308,7 +308,7 @@ func testAcceptSurvivesRestart(t *testing.T, o Opener) {
 func testClaimCompleteRetry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "c1", "body", now, "ep1", "ep2")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
 	if len(jobs) != 1 || jobs[0].Delivery.Endpoint != "ep1" || jobs[0].Delivery.State != storage.StateDelivering {
 		t.Fatalf("claim: %+v", jobs)
@@ -350,7 +350,7 @@ func testClaimCompleteRetry(t *testing.T, o Opener) {
 
 func testClaimLeaseExpiry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "l1", "body", now, "ep1")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "l1", "body", now, "ep1")))
 	first := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
 	// The worker died: no Complete. After the lease the delivery is due again.
 	if got := must(s.Claim(ctx, "ep1", now.Add(59*time.Second), 10, time.Minute)); len(got) != 0 {
@@ -383,7 +383,7 @@ func testReleaseAndNextDue(t *testing.T, o Opener) {
 	if _, found := must2(s.NextDue(ctx, "ep1")); found {
 		t.Fatal("empty outbox has a due time")
 	}
-	must(s.Accept(ctx, Event("acme", "stripe", "r1", "body", now, "ep1")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "r1", "body", now, "ep1")))
 	due, found := must2(s.NextDue(ctx, "ep1"))
 	if !found || !due.Equal(now) {
 		t.Fatalf("next due %v %v, want %v", due, found, now)
@@ -406,7 +406,7 @@ func testReleaseAndNextDue(t *testing.T, o Opener) {
 func testEnqueueAndRetry(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "e1", "body", now, "ep1")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	d := req.Deliveries[0]
 	d.ID = storage.NewID("dlv_", now)
 	ok(s.Enqueue(ctx, []storage.Delivery{d}))
@@ -440,7 +440,7 @@ func testEnqueueAndRetry(t *testing.T, o Opener) {
 func testRetryWaitsForAnAttempt(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "inflight", "body", now, "ep1")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	jobs := must(s.Claim(ctx, "ep1", now, 10, time.Minute))
 	if len(jobs) != 1 {
 		t.Fatalf("claim: %+v", jobs)
@@ -474,8 +474,8 @@ func testQueuedEndpoints(t *testing.T, o Opener) {
 	if ids := must(s.QueuedEndpoints(ctx)); len(ids) != 0 {
 		t.Fatalf("empty store: %v", ids)
 	}
-	must(s.Accept(ctx, Event("acme", "stripe", "q1", "body", now, "ep1", "ep2", "ep3", "ep4", "ep1x")))
-	must(s.Accept(ctx, Event("acme", "stripe", "q2", "body", now, "ep1", "ep2")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "q1", "body", now, "ep1", "ep2", "ep3", "ep4", "ep1x")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "q2", "body", now, "ep1", "ep2")))
 	if jobs := must(s.Claim(ctx, "ep2", now, 10, time.Minute)); len(jobs) != 2 {
 		t.Fatalf("claim ep2: %+v", jobs)
 	}
@@ -496,7 +496,7 @@ func testQueuedEndpoints(t *testing.T, o Opener) {
 func testEarlierDueAfterClaims(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "fl", "b", now, "ep1", "ep1", "ep1")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	for range 3 {
 		jobs := must(s.Claim(ctx, "ep1", now, 1, time.Minute))
 		ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
@@ -571,7 +571,7 @@ func testClaimsRaceInserts(t *testing.T, o Opener) {
 		ws.Go(func() {
 			for i := range perWriter {
 				req := Event("acme", "stripe", fmt.Sprintf("race-%d-%d", w, i), "b", time.Now().UTC(), "ep1")
-				if _, err := hs[w%len(hs)].Accept(ctx, req); err != nil {
+				if _, err := hs[w%len(hs)].Ingest(ctx, req); err != nil {
 					t.Error(err)
 					return
 				}
@@ -597,7 +597,7 @@ func testClaimsRaceInserts(t *testing.T, o Opener) {
 func testCancelEndpoint(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	for i := range 5 {
-		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprint("k", i), "b", now, "gone", "kept")))
+		must(s.Ingest(ctx, Event("acme", "stripe", fmt.Sprint("k", i), "b", now, "gone", "kept")))
 	}
 	if n := must(s.CancelEndpoint(ctx, "gone")); n != 5 {
 		t.Fatalf("cancelled %d, want 5", n)
@@ -617,8 +617,8 @@ func testListTimeBoundsExact(t *testing.T, o Opener) {
 	ms := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
 	early := Event("acme", "stripe", "early", "b", ms.Add(100*time.Microsecond), "ep")
 	late := Event("acme", "stripe", "late", "b", ms.Add(900*time.Microsecond), "ep")
-	must(s.Accept(ctx, early))
-	must(s.Accept(ctx, late))
+	must(s.Ingest(ctx, early))
+	must(s.Ingest(ctx, late))
 	cut := ms.Add(500 * time.Microsecond)
 	for _, c := range []struct {
 		since, until time.Time
@@ -649,7 +649,7 @@ func testListEventsPaging(t *testing.T, o Opener) {
 			tenant = "other"
 		}
 		req := Event(tenant, "stripe", fmt.Sprint("p", i), "b", base.Add(time.Duration(i)*time.Second))
-		must(s.Accept(ctx, req))
+		must(s.Ingest(ctx, req))
 		if tenant == "acme" {
 			ids = append(ids, req.Event.ID)
 		}
@@ -665,7 +665,7 @@ func testListEventsPaging(t *testing.T, o Opener) {
 			got = append(got, e.ID)
 		}
 		// Events arriving while paging must not disturb the walk.
-		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprint("new", pages), "b", time.Now().UTC())))
+		must(s.Ingest(ctx, Event("acme", "stripe", fmt.Sprint("new", pages), "b", time.Now().UTC())))
 		if next == "" {
 			break
 		}
@@ -699,7 +699,7 @@ func testListEventsPageBytes(t *testing.T, o Opener) {
 	want := map[string]bool{}
 	for i := range storage.PageBytes>>20 + 4 {
 		req := Event("acme", "stripe", fmt.Sprint("big", i), body, base.Add(time.Duration(i)*time.Millisecond))
-		must(s.Accept(ctx, req))
+		must(s.Ingest(ctx, req))
 		want[req.Event.ID] = true
 	}
 	seen, cursor, pages := map[string]int{}, "", 0
@@ -729,8 +729,8 @@ func testListEventsPageBytes(t *testing.T, o Opener) {
 
 func testListDeliveriesFilters(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "f1", "b", now, "ep1", "ep2")))
-	must(s.Accept(ctx, Event("other", "stripe", "f1", "b", now, "ep3")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "f1", "b", now, "ep1", "ep2")))
+	must(s.Ingest(ctx, Event("other", "stripe", "f1", "b", now, "ep3")))
 	jobs := must(s.Claim(ctx, "ep1", now, 1, time.Minute))
 	ok(s.Complete(ctx, &storage.Outcome{Delivery: jobs[0].Delivery.ID, Lease: jobs[0].Delivery.LeaseUntil, CountAttempt: true,
 		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded}))
@@ -949,8 +949,8 @@ func testPurge(t *testing.T, o Opener) {
 	now := time.Now().UTC()
 	old := Event("acme", "stripe", "old", "b", now.Add(-2*time.Hour), "ep1")
 	fresh := Event("acme", "stripe", "fresh", "b", now, "ep1")
-	must(s.Accept(ctx, old))
-	must(s.Accept(ctx, fresh))
+	must(s.Ingest(ctx, old))
+	must(s.Ingest(ctx, fresh))
 	if n := must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)); n != 1 {
 		t.Fatalf("purged %d, want 1", n)
 	}
@@ -979,8 +979,8 @@ func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
 	stale := Event("acme", "stripe", "stale", "b", then, "ep1")
 	replayed := Event("acme", "stripe", "replayed", "b", then.Add(time.Second), "ep1")
 	retried := Event("acme", "stripe", "retried", "b", then.Add(2*time.Second), "ep2")
-	for _, r := range []*storage.AcceptRequest{stale, replayed, retried} {
-		must(s.Accept(ctx, r))
+	for _, r := range []*storage.IngestRequest{stale, replayed, retried} {
+		must(s.Ingest(ctx, r))
 	}
 	// Replay: a new delivery of the old event, with a budget from now.
 	fresh := replayed.Deliveries[0]
@@ -1002,7 +1002,7 @@ func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
 	if _, err := s.GetEvent(ctx, stale.Event.ID); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("stale event kept: %v", err)
 	}
-	for _, r := range []*storage.AcceptRequest{replayed, retried} {
+	for _, r := range []*storage.IngestRequest{replayed, retried} {
 		must(s.GetEvent(ctx, r.Event.ID))
 	}
 	must(s.GetDelivery(ctx, fresh.ID))
@@ -1026,7 +1026,7 @@ func testPurgeKeepsFreshRetries(t *testing.T, o Opener) {
 	if n := must(s.Purge(ctx, cutoff, cutoff, 100)); n != 2 {
 		t.Fatalf("purged %d events after the retries finished, want 2", n)
 	}
-	for _, r := range []*storage.AcceptRequest{replayed, retried} {
+	for _, r := range []*storage.IngestRequest{replayed, retried} {
 		if _, err := s.GetEvent(ctx, r.Event.ID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("finished event kept: %v", err)
 		}
@@ -1045,8 +1045,8 @@ func testPurgeKeepsLongRetryWindows(t *testing.T, o Opener) {
 	retrying := Event("acme", "stripe", "retrying", "b", then, "ep1")
 	done := Event("acme", "stripe", "done", "b", then.Add(time.Second), "ep2")
 	older := Event("acme", "stripe", "older", "b", now.Add(-4*time.Hour), "ep3")
-	for _, r := range []*storage.AcceptRequest{retrying, done, older} {
-		must(s.Accept(ctx, r))
+	for _, r := range []*storage.IngestRequest{retrying, done, older} {
+		must(s.Ingest(ctx, r))
 	}
 	jobs := must(s.Claim(ctx, "ep2", now, 10, time.Minute))
 	if len(jobs) != 1 {
@@ -1059,7 +1059,7 @@ func testPurgeKeepsLongRetryWindows(t *testing.T, o Opener) {
 	}
 	must(s.GetEvent(ctx, retrying.Event.ID))
 	must(s.GetDelivery(ctx, retrying.Deliveries[0].ID))
-	for _, r := range []*storage.AcceptRequest{done, older} {
+	for _, r := range []*storage.IngestRequest{done, older} {
 		if _, err := s.GetEvent(ctx, r.Event.ID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("event %s kept: %v", r.Event.EventID, err)
 		}
@@ -1075,7 +1075,7 @@ func testClosed(t *testing.T, o Opener) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Accept(context.Background(), Event("a", "b", "c", "d", time.Now()))
+	_, err := s.Ingest(context.Background(), Event("a", "b", "c", "d", time.Now()))
 	if !errors.Is(err, storage.ErrClosed) {
 		t.Fatalf("accept on a closed store: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // the outbox, with its attempt recorded, and a manual retry refused.
 func testCompleteCancelled(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "fc", "b", now, "ep")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "fc", "b", now, "ep")))
 	j := must(s.Claim(ctx, "ep", now, 10, time.Minute))[0]
 	ok(s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil,
 		Attempt: storage.Attempt{N: 1, At: now, Error: "not sent"}, State: storage.StateCancelled}))
@@ -52,7 +53,7 @@ func testClaimOldestDueFirst(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "order", "b", now.Add(-2*time.Minute), "ep")
 	req.Deliveries[0].NextAttemptAt = now.Add(-70 * time.Second)
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	dead := must(s.Claim(ctx, "ep", now.Add(-62500*time.Millisecond), 10, time.Minute)) // its lease ends at now-2.5s
 	if len(dead) != 1 {
 		t.Fatalf("claim: %+v", dead)
@@ -89,7 +90,7 @@ func testCursorSurvivesPurgeAndRestart(t *testing.T, o Opener) {
 	old := now.Add(-2 * time.Hour).Truncate(time.Millisecond) // ids keep whole milliseconds
 	var ids []string
 	for i := range 6 {
-		var req *storage.AcceptRequest
+		var req *storage.IngestRequest
 		if i < 4 {
 			// Kept by retention: a live delivery with a fresh retry budget.
 			req = Event("acme", "stripe", fmt.Sprint("c", i), "b", old.Add(time.Duration(i)*time.Second), "ep")
@@ -97,7 +98,7 @@ func testCursorSurvivesPurgeAndRestart(t *testing.T, o Opener) {
 		} else {
 			req = Event("acme", "stripe", fmt.Sprint("c", i), "b", old.Add(time.Duration(i)*time.Second))
 		}
-		must(s.Accept(ctx, req))
+		must(s.Ingest(ctx, req))
 		ids = append(ids, req.Event.ID)
 	}
 	cursors := map[string]string{}
@@ -142,11 +143,11 @@ func testCursorSurvivesPurgeAndRestart(t *testing.T, o Opener) {
 // Release moves only claimed deliveries: one that finished, or was
 // cancelled by its endpoint's delete, stays as it is. The dispatcher
 // releases the claims a shutdown cut (outbound/loop.go, release) and
-// ingest those of an Accept that failed (inbound/accept.go,
+// ingest those of an Ingest that failed (inbound/receive.go,
 // releaseClaimed), whatever happened to them meanwhile.
 func testReleaseLeavesFinishedAndCancelled(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "rel", "b", now, "ep", "ep")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "rel", "b", now, "ep", "ep")))
 	jobs := must(s.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(jobs) != 2 {
 		t.Fatalf("claim: %+v", jobs)
@@ -204,11 +205,11 @@ func testIdempotencyLeaseAndZeroRemember(t *testing.T, o Opener) {
 }
 
 // Every method answers ErrClosed once the store is closed ("returned by
-// every method"); the suite checked Accept alone.
+// every method"); the suite checked Ingest alone.
 func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 	s, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "cl", "b", now, "ep")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	ok(s.PutReplay(ctx, &storage.ReplayJob{ID: storage.NewID("rpl_", now), State: storage.ReplayRunning}))
 	ok(s.Close())
 	d := req.Deliveries[0]
@@ -259,7 +260,7 @@ func testClosedStoreRefusesEverything(t *testing.T, o Opener) {
 		"GetReplay":     func() error { _, err := s.GetReplay(ctx, "rpl_x"); return err },
 		"ListReplays":   func() error { _, err := s.ListReplays(ctx, ""); return err },
 		"Purge":         func() error { _, err := s.Purge(ctx, now.Add(time.Hour), now.Add(time.Hour), 10); return err },
-		"Accept":        func() error { _, err := s.Accept(ctx, Event("acme", "stripe", "cl", "b", now)); return err },
+		"Ingest":        func() error { _, err := s.Ingest(ctx, Event("acme", "stripe", "cl", "b", now)); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, storage.ErrClosed) {
@@ -276,7 +277,7 @@ func testRetryOfPendingAndSucceeded(t *testing.T, o Opener) {
 	req := Event("acme", "stripe", "rt", "b", now, "ep")
 	req.Deliveries[0].NextAttemptAt = now.Add(time.Hour)
 	req.Deliveries[0].Interval = time.Minute
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	id := req.Deliveries[0].ID
 	r := must(s.Retry(ctx, id, now))
 	if r.State != storage.StatePending || !r.NextAttemptAt.Equal(now) || !r.RetryFrom.Equal(now) || r.RetryBase != 0 || r.Interval != 0 {
@@ -316,8 +317,8 @@ func testTenantFilters(t *testing.T, o Opener) {
 	mine := Event("acme", "stripe", "t1", "b", now.Add(-2*time.Second), "a1")
 	theirs := Event("other", "stripe", "t1", "b", now.Add(-time.Second), "o1")
 	newest := Event("other", "stripe", "t2", "b", now, "o1")
-	for _, r := range []*storage.AcceptRequest{mine, theirs, newest} {
-		must(s.Accept(ctx, r))
+	for _, r := range []*storage.IngestRequest{mine, theirs, newest} {
+		must(s.Ingest(ctx, r))
 	}
 	for name, c := range map[string]struct {
 		f    storage.DeliveryFilter
@@ -344,6 +345,27 @@ func testTenantFilters(t *testing.T, o Opener) {
 	if len(evs) != 1 || evs[0].ID != mine.Event.ID {
 		t.Fatalf("acme's events of source stripe: %+v", evs)
 	}
+	// The provider's event ID t1 is both tenants': each sees its own, an
+	// operator both, newest first; an unknown one matches nothing.
+	for name, c := range map[string]struct {
+		f    storage.EventFilter
+		want []string
+	}{
+		"acme's t1":     {storage.EventFilter{Tenant: "acme", EventID: "t1"}, []string{mine.Event.ID}},
+		"other's t1":    {storage.EventFilter{Tenant: "other", EventID: "t1"}, []string{theirs.Event.ID}},
+		"every t1":      {storage.EventFilter{EventID: "t1"}, []string{theirs.Event.ID, mine.Event.ID}},
+		"t2 and source": {storage.EventFilter{Source: "stripe", EventID: "t2"}, []string{newest.Event.ID}},
+		"unknown":       {storage.EventFilter{EventID: "t3"}, nil},
+	} {
+		evs, _ := must2(s.ListEvents(ctx, c.f))
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("event ID filter %s: %v, want %v", name, got, c.want)
+		}
+	}
 	// A cursor made by an operator's listing, at the other tenant's event.
 	page, cursor := must2(s.ListEvents(ctx, storage.EventFilter{Limit: 1}))
 	if len(page) != 1 || page[0].ID != newest.Event.ID || cursor == "" {
@@ -369,7 +391,7 @@ func testEnqueueRacesPurge(t *testing.T, o Opener) {
 	var stored []string
 	for i := range 30 {
 		req := Event("acme", "stripe", fmt.Sprint("race", i), "b", old.Add(time.Duration(i)*time.Millisecond), "old")
-		must(s.Accept(ctx, req))
+		must(s.Ingest(ctx, req))
 		fresh := req.Deliveries[0]
 		fresh.ID, fresh.Endpoint = storage.NewID("dlv_", now), "fresh"
 		fresh.CreatedAt, fresh.NextAttemptAt, fresh.RetryFrom, fresh.UpdatedAt = now, now, now, now
@@ -415,15 +437,15 @@ func testPurgeKeepsDedupeRecords(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	first := Event("acme", "stripe", "pd", "b", now.Add(-2*time.Hour), "ep")
 	first.DedupeUntil = now.Add(time.Hour)
-	must(s.Accept(ctx, first))
+	must(s.Ingest(ctx, first))
 	if n := must(s.Purge(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 100)); n != 1 {
 		t.Fatalf("purged %d, want 1", n)
 	}
 	resend := Event("acme", "stripe", "pd", "b", now, "ep")
-	if r := must(s.Accept(ctx, resend)); !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
+	if r := must(s.Ingest(ctx, resend)); !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("resend after the event was purged: %+v, want the first answer", r)
 	}
-	if _, err := s.Accept(ctx, Event("acme", "stripe", "pd", "other", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := s.Ingest(ctx, Event("acme", "stripe", "pd", "other", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("other body after the event was purged: %v, want ErrIdempotencyMismatch", err)
 	}
 	if evs, _ := must2(s.ListEvents(ctx, storage.EventFilter{})); len(evs) != 0 {
@@ -481,8 +503,8 @@ func testFarFutureDedupeWindow(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	first := Event("acme", "stripe", "forever", "b", now, "ep")
 	first.DedupeUntil = now.Add(2_500_000 * time.Hour) // ~285 years
-	must(s.Accept(ctx, first))
-	r, err := s.Accept(ctx, Event("acme", "stripe", "forever", "b", now.Add(time.Second), "ep"))
+	must(s.Ingest(ctx, first))
+	r, err := s.Ingest(ctx, Event("acme", "stripe", "forever", "b", now.Add(time.Second), "ep"))
 	if err != nil || !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("resend a second later, inside a dedupe window until %v: replayed %v, answer %s, err %v; want the first answer %s",
 			first.DedupeUntil.Format(time.DateOnly), r.Replayed, r.Response.Body, err, first.Response.Body)
@@ -529,7 +551,7 @@ func testLeaseTakenOverByAPeer(t *testing.T, o Opener) {
 	hs := handles(t, o, s)
 	a, b := hs[0], hs[len(hs)-1]
 	req := Event("acme", "stripe", "lease", "b", now, "ep")
-	must(a.Accept(ctx, req))
+	must(a.Ingest(ctx, req))
 	first := must(a.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(first) != 1 {
 		t.Fatalf("first claim took %d deliveries, want 1", len(first))
@@ -568,7 +590,7 @@ func testOutsideBytesKeptExactly(t *testing.T, o Opener) {
 	req.Event.Type = "type.\xc3\x28\x00"
 	req.Event.ContentType = "application/octet-stream"
 	req.Event.Headers = map[string]string{"X-Raw": "\xff\x00value", "X-Empty": ""}
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	got := must(s.GetEvent(ctx, req.Event.ID))
 	if got.EventID != id || got.Type != req.Event.Type || string(got.Body) != string(req.Event.Body) ||
 		len(got.Headers) != 2 || got.Headers["X-Raw"] != "\xff\x00value" || got.Headers["X-Empty"] != "" {
@@ -577,11 +599,11 @@ func testOutsideBytesKeptExactly(t *testing.T, o Opener) {
 	if !got.ReceivedAt.Equal(now) {
 		t.Fatalf("received_at read back as %v, want %v to the nanosecond", got.ReceivedAt, now)
 	}
-	r := must(s.Accept(ctx, Event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")))
+	r := must(s.Ingest(ctx, Event("acme", "stripe", id, "\x00\x01\xff body", now, "ep")))
 	if !r.Replayed {
 		t.Fatalf("a resend of the same binary event ID was not replayed: %+v", r)
 	}
-	if r := must(s.Accept(ctx, Event("acme", "stripe", "\xff\xfe bad utf-8 \x00 nu", "b", now, "ep"))); r.Replayed {
+	if r := must(s.Ingest(ctx, Event("acme", "stripe", "\xff\xfe bad utf-8 \x00 nu", "b", now, "ep"))); r.Replayed {
 		t.Fatalf("another event ID (one byte shorter) was replayed as the first: %+v", r)
 	}
 }

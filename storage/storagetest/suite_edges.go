@@ -16,17 +16,17 @@ import (
 
 // The dedupe window is exact on the request's received time: a resend
 // received 1 ns before DedupeUntil is a replay, one received at
-// DedupeUntil is a new event (testAcceptExpiry only checks well after).
+// DedupeUntil is a new event (testIngestExpiry only checks well after).
 func testDedupeWindowIsExact(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	first := Event("acme", "stripe", "w", "b", now, "ep")
-	must(s.Accept(ctx, first))
+	must(s.Ingest(ctx, first))
 	inside := Event("acme", "stripe", "w", "b", first.DedupeUntil.Add(-time.Nanosecond))
-	if r := must(s.Accept(ctx, inside)); !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
+	if r := must(s.Ingest(ctx, inside)); !r.Replayed || string(r.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("resend 1ns before the window's end: %+v, want the first answer", r)
 	}
 	at := Event("acme", "stripe", "w", "other body", first.DedupeUntil)
-	if r, err := s.Accept(ctx, at); err != nil || r.Replayed {
+	if r, err := s.Ingest(ctx, at); err != nil || r.Replayed {
 		t.Fatalf("resend at the window's end: %+v %v, want a new event", r, err)
 	}
 }
@@ -37,10 +37,10 @@ func testMismatchSurvivesRestart(t *testing.T, o Opener) {
 		t.Skip("engine has no reopen")
 	}
 	db, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
-	must(db.Accept(ctx, Event("acme", "stripe", "m", "one", now, "ep")))
+	must(db.Ingest(ctx, Event("acme", "stripe", "m", "one", now, "ep")))
 	db = o.Reopen(t, db)
 	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Accept(ctx, Event("acme", "stripe", "m", "two", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
+	if _, err := db.Ingest(ctx, Event("acme", "stripe", "m", "two", now)); !errors.Is(err, storage.ErrIdempotencyMismatch) {
 		t.Fatalf("other body after restart: %v, want ErrIdempotencyMismatch", err)
 	}
 }
@@ -53,7 +53,7 @@ func testClaimSurvivesRestart(t *testing.T, o Opener) {
 		t.Skip("engine has no reopen")
 	}
 	db, ctx, now := o.Open(t), context.Background(), time.Now().UTC()
-	must(db.Accept(ctx, Event("acme", "stripe", "c", "b", now, "ep")))
+	must(db.Ingest(ctx, Event("acme", "stripe", "c", "b", now, "ep")))
 	jobs := must(db.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(jobs) != 1 {
 		t.Fatalf("claim: %+v", jobs)
@@ -70,17 +70,17 @@ func testClaimSurvivesRestart(t *testing.T, o Opener) {
 	}
 }
 
-// Deliveries written claimed by Accept (the hand-off) are held under their
+// Deliveries written claimed by Ingest (the hand-off) are held under their
 // lease: not claimable before it ends, completable under it, and due again
 // after it (the handing worker died).
-func testAcceptWritesClaimedDeliveries(t *testing.T, o Opener) {
+func testIngestWritesClaimedDeliveries(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "h", "b", now, "ep", "ep")
 	lease := now.Add(time.Minute)
 	for i := range req.Deliveries {
 		req.Deliveries[i].State, req.Deliveries[i].LeaseUntil = storage.StateDelivering, lease
 	}
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	if jobs := must(s.Claim(ctx, "ep", now.Add(59*time.Second), 10, time.Minute)); len(jobs) != 0 {
 		t.Fatalf("handed deliveries claimed under their lease: %+v", jobs)
 	}
@@ -98,7 +98,7 @@ func testAcceptWritesClaimedDeliveries(t *testing.T, o Opener) {
 // retry budget.
 func testCompleteWithoutCountingAttempt(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "p", "b", now, "ep")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "p", "b", now, "ep")))
 	j := must(s.Claim(ctx, "ep", now, 10, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: false,
 		Attempt: storage.Attempt{N: 1, At: now, Error: "paused"}, State: storage.StatePending, NextAttemptAt: now.Add(time.Second)}); err != nil {
@@ -115,7 +115,7 @@ func testCompleteWithoutCountingAttempt(t *testing.T, o Opener) {
 // ids are ignored.
 func testReleaseOnlyUnderItsLease(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
-	must(s.Accept(ctx, Event("acme", "stripe", "r", "b", now, "ep")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "r", "b", now, "ep")))
 	j := must(s.Claim(ctx, "ep", now, 10, time.Minute))[0]
 	if err := s.Release(ctx, []string{j.Delivery.ID, "dlv_missing"}, j.Delivery.LeaseUntil.Add(time.Second), now); err != nil {
 		t.Fatal(err)
@@ -135,8 +135,8 @@ func testReleaseKeepingDueTimes(t *testing.T, o Opener) {
 	early, late := Event("acme", "stripe", "early", "b", now, "ep"), Event("acme", "stripe", "late", "b", now, "ep")
 	early.Deliveries[0].NextAttemptAt = now.Add(-time.Hour)
 	late.Deliveries[0].NextAttemptAt = now.Add(-time.Minute)
-	must(s.Accept(ctx, late))
-	must(s.Accept(ctx, early))
+	must(s.Ingest(ctx, late))
+	must(s.Ingest(ctx, early))
 	jobs := must(s.Claim(ctx, "ep", now, 10, time.Minute))
 	if len(jobs) != 2 {
 		t.Fatalf("claimed %d, want 2", len(jobs))
@@ -163,7 +163,7 @@ func testReleaseKeepingDueTimes(t *testing.T, o Opener) {
 func testRetryRefusals(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "x", "b", now, "gone")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	must(s.CancelEndpoint(ctx, "gone"))
 	if _, err := s.Retry(ctx, req.Deliveries[0].ID, now); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("retry of a cancelled delivery: %v, want ErrConflict", err)
@@ -180,8 +180,8 @@ func testCancelEndpointStates(t *testing.T, o Opener) {
 	done := Event("acme", "stripe", "c1", "b", now, "ep")
 	claimed := Event("acme", "stripe", "c2", "b", now.Add(time.Millisecond), "ep")
 	pending := Event("acme", "stripe", "c3", "b", now.Add(2*time.Millisecond), "ep")
-	for _, r := range []*storage.AcceptRequest{done, claimed, pending} {
-		must(s.Accept(ctx, r))
+	for _, r := range []*storage.IngestRequest{done, claimed, pending} {
+		must(s.Ingest(ctx, r))
 	}
 	j := must(s.Claim(ctx, "ep", now, 1, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
@@ -209,7 +209,7 @@ func testCancelEndpointStates(t *testing.T, o Opener) {
 func testDepth(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	for i := range 5 {
-		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprint("d", i), "b", now, "ep")))
+		must(s.Ingest(ctx, Event("acme", "stripe", fmt.Sprint("d", i), "b", now, "ep")))
 	}
 	must(s.Claim(ctx, "ep", now, 2, time.Minute))
 	if live, due, err := s.Depth(ctx, "ep", now, 100); err != nil || live != 5 || due != 3 {
@@ -238,7 +238,7 @@ func testListFiltersAndDeliveryPaging(t *testing.T, o Opener) {
 		if i%4 == 0 {
 			req.Event.Type = "other.type"
 		}
-		must(s.Accept(ctx, req))
+		must(s.Ingest(ctx, req))
 		dls = append(dls, req.Deliveries[0].ID)
 	}
 	evs, _, err := s.ListEvents(ctx, storage.EventFilter{Source: "github", Limit: 100})
@@ -289,10 +289,10 @@ func testListFiltersAndDeliveryPaging(t *testing.T, o Opener) {
 func testPurgeLimitAndAttempts(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	old := now.Add(-2 * time.Hour)
-	var first *storage.AcceptRequest
+	var first *storage.IngestRequest
 	for i := range 5 {
 		r := Event("acme", "stripe", fmt.Sprint("o", i), "b", old.Add(time.Duration(i)*time.Second), "ep")
-		must(s.Accept(ctx, r))
+		must(s.Ingest(ctx, r))
 		if i == 0 {
 			first = r
 		}
@@ -324,7 +324,7 @@ func testPurgeLimitAndAttempts(t *testing.T, o Opener) {
 func testEnqueueIsAtomic(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "e", "b", now)
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	good := storage.Delivery{ID: storage.NewID("dlv_", now), Event: req.Event.ID, Tenant: "acme", Endpoint: "ep",
 		State: storage.StatePending, CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now}
 	bad := good
@@ -386,7 +386,7 @@ func testCatalogAndReplays(t *testing.T, o Opener) {
 func testClaimMaxClaim(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "big", "b", now, "ep")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	for left := storage.MaxClaim; left > 0; {
 		ds := make([]storage.Delivery, min(left, 500))
 		for i := range ds {
@@ -409,7 +409,7 @@ func testClaimMaxClaim(t *testing.T, o Opener) {
 func testEnqueueReplayIsAtomic(t *testing.T, o Opener) {
 	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
 	req := Event("acme", "stripe", "r", "b", now, "ep")
-	must(s.Accept(ctx, req))
+	must(s.Ingest(ctx, req))
 	job := &storage.ReplayJob{ID: storage.NewID("rpl_", now), Tenant: "acme", State: storage.ReplayRunning, CreatedAt: now, UpdatedAt: now}
 	ok(s.PutReplay(ctx, job))
 	good := req.Deliveries[0]
@@ -506,7 +506,7 @@ func testEndpointHold(t *testing.T, o Opener) {
 	}
 	complete := func(id string, at, hold time.Time, url string) error {
 		t.Helper()
-		must(s.Accept(ctx, Event("acme", "stripe", id, "b", at, "ep")))
+		must(s.Ingest(ctx, Event("acme", "stripe", id, "b", at, "ep")))
 		j := must(s.Claim(ctx, "ep", at, 1, time.Minute))
 		if len(j) != 1 {
 			t.Fatalf("claim of %s: %d jobs", id, len(j))
@@ -540,7 +540,7 @@ func testEndpointHold(t *testing.T, o Opener) {
 	}
 	check("after a hold asked by the endpoint's new URL", now, short, "https://b.example/hook")
 	// An outcome whose lease was lost writes nothing, its hold neither.
-	must(s.Accept(ctx, Event("acme", "stripe", "h5", "b", now.Add(4*time.Millisecond), "ep")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "h5", "b", now.Add(4*time.Millisecond), "ep")))
 	j := must(s.Claim(ctx, "ep", now.Add(4*time.Millisecond), 1, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil.Add(time.Second), CountAttempt: true,
 		Attempt: storage.Attempt{N: 1, At: now}, State: storage.StateFailed, Hold: long, HoldURL: "https://b.example/hook"}); !errors.Is(err, storage.ErrLeaseLost) {
@@ -554,7 +554,7 @@ func testEndpointHold(t *testing.T, o Opener) {
 	}
 	check("once it has passed", short, time.Time{}, "")
 	// A success that ends the hold (an operator's retry went through).
-	must(s.Accept(ctx, Event("acme", "stripe", "h6", "b", now.Add(5*time.Millisecond), "ep")))
+	must(s.Ingest(ctx, Event("acme", "stripe", "h6", "b", now.Add(5*time.Millisecond), "ep")))
 	j = must(s.Claim(ctx, "ep", now.Add(5*time.Millisecond), 1, time.Minute))[0]
 	if err := s.Complete(ctx, &storage.Outcome{Delivery: j.Delivery.ID, Lease: j.Delivery.LeaseUntil, CountAttempt: true,
 		Attempt: storage.Attempt{N: 1, At: now, StatusCode: 200}, State: storage.StateSucceeded, EndHold: true}); err != nil {

@@ -36,7 +36,7 @@ func queue(t *testing.T, s storage.Store, ep storage.Endpoint, n int, now time.T
 	ep.Tenant, ep.CreatedAt, ep.UpdatedAt = "acme", now, now
 	ok(s.PutEndpoint(ctx, &ep))
 	for i := range n {
-		must(s.Accept(ctx, Event("acme", "stripe", fmt.Sprintf("%s-%d", ep.ID, i), "b", now, ep.ID)))
+		must(s.Ingest(ctx, Event("acme", "stripe", fmt.Sprintf("%s-%d", ep.ID, i), "b", now, ep.ID)))
 	}
 }
 

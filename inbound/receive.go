@@ -75,8 +75,8 @@ type Inbound struct {
 	SkipVerify bool
 }
 
-// Accepted is the answer to an ingest request.
-type Accepted struct {
+// Received is the answer to an ingest request.
+type Received struct {
 	// Status and Body are the answer, byte-identical for every retry.
 	Status int
 	Body   []byte
@@ -93,7 +93,7 @@ type Accepted struct {
 
 // Claimed returns the new deliveries written claimed (reserved slots),
 // ready to be sent, with the event they carry.
-func (a Accepted) Claimed() []storage.Job {
+func (a Received) Claimed() []storage.Job {
 	var jobs []storage.Job
 	for _, d := range a.Deliveries {
 		if d.State == storage.StateDelivering {
@@ -104,7 +104,7 @@ func (a Accepted) Claimed() []storage.Job {
 }
 
 // Pending returns the endpoints of the new deliveries written pending.
-func (a Accepted) Pending() []string {
+func (a Received) Pending() []string {
 	var ids []string
 	for _, d := range a.Deliveries {
 		if d.State == storage.StatePending {
@@ -114,28 +114,38 @@ func (a Accepted) Pending() []string {
 	return ids
 }
 
-// Accepter turns verified requests into durable events and deliveries.
-type Accepter struct {
-	// Store persists events; Accept on it must be durable when it returns.
+// HandOff is the dispatcher as a Receiver meets it. Before the write,
+// each new delivery asks its endpoint for a free slot (Reserve: a non-zero
+// lease per endpoint that has one); a delivery granted one is written
+// already claimed under that lease and, once the write is durable, handed
+// over with its event (Hand) to be sent at once. When nothing was written,
+// the slots go back (Unreserve).
+type HandOff interface {
+	Reserve(endpoints []string, now time.Time) []time.Time
+	Unreserve(endpoints []string)
+	Hand(jobs []storage.Job)
+}
+
+// Receiver turns verified requests into durable events and deliveries.
+type Receiver struct {
+	// Store persists events; its Ingest is durable when it returns.
 	Store storage.Ingester
 	// DedupeTTL is how long an event ID is remembered (default 72h).
 	DedupeTTL time.Duration
 	// Now is the clock (tests); nil = time.Now.
 	Now func() time.Time
-	// Reserve, when set, is asked for a delivery slot per subscribed
-	// endpoint before the write; a delivery whose endpoint granted one (a
-	// non-zero lease) is written already claimed under that lease, for the
-	// caller to hand to the dispatcher (see Accepted.Claimed). Unreserve
-	// gives slots back when nothing was written.
-	Reserve   func(endpoints []string, now time.Time) []time.Time
-	Unreserve func(endpoints []string)
+	// HandOff, when set, takes new deliveries straight to a free slot of
+	// their endpoint; nil leaves every new delivery in the outbox (a
+	// store that several gateways share: a slot of one gateway's is not
+	// a slot of the endpoint's).
+	HandOff HandOff
 }
 
-// Accept verifies, identifies and stores one request for src, with one
+// Receive verifies, identifies and stores one request for src, with one
 // delivery per endpoint in endpoints that subscribes to it. Errors:
 // the verify sentinels (ErrBadSignature, ...), ErrEventIDTooLong,
 // storage.ErrIdempotencyMismatch, or a store error (nothing acknowledged).
-func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.Endpoint, in Inbound) (Accepted, error) {
+func (a *Receiver) Receive(ctx context.Context, src *Source, endpoints []storage.Endpoint, in Inbound) (Received, error) {
 	now := time.Now()
 	if a.Now != nil {
 		now = a.Now()
@@ -143,11 +153,11 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 	now = now.UTC()
 	if !in.SkipVerify {
 		if err := src.verifier.Verify(in.Header, in.Body, now); err != nil {
-			return Accepted{}, err
+			return Received{}, err
 		}
 		if src.Verify.Scheme == SchemeSlack {
 			if answer, ok := slackChallenge(in.Body); ok {
-				return Accepted{Status: 200, Body: answer, Handshake: true}, nil
+				return Received{Status: 200, Body: answer, Handshake: true}, nil
 			}
 		}
 	}
@@ -162,7 +172,7 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 		}
 	}
 	if len(eventID) > MaxEventIDLen || len(typ) > MaxEventIDLen {
-		return Accepted{}, ErrEventIDTooLong
+		return Received{}, ErrEventIDTooLong
 	}
 	// Header values may alias the HTTP server's buffers (Fiber reuses them
 	// after the handler returns), and the event outlives the request.
@@ -172,7 +182,7 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 		ReceivedAt: now, ContentType: in.ContentType, Headers: in.Headers, Body: slices.Clone(in.Body),
 		IdempotencyKey: storage.IdempotencyKey(src.Tenant, src.ID, eventID),
 	}
-	req := &storage.AcceptRequest{
+	req := &storage.IngestRequest{
 		Key:         storage.DedupeKey{Tenant: src.Tenant, Source: src.ID, EventID: eventID},
 		BodyHash:    sha256.Sum256(in.Body),
 		DedupeUntil: now.Add(cmp.Or(a.DedupeTTL, DefaultDedupeTTL)),
@@ -185,63 +195,58 @@ func (a *Accepter) Accept(ctx context.Context, src *Source, endpoints []storage.
 		// A panic in the store (the gateway answers it 500 and goes on)
 		// must not keep the slots: nothing will hand these deliveries.
 		if p := recover(); p != nil {
-			if len(reserved) > 0 && a.Unreserve != nil {
-				a.Unreserve(reserved)
+			if len(reserved) > 0 {
+				a.HandOff.Unreserve(reserved)
 				a.releaseClaimed(ctx, req.Deliveries, now)
 			}
 			panic(p)
 		}
 	}()
-	res, err := a.Store.Accept(ctx, req)
+	res, err := a.Store.Ingest(ctx, req)
 	if err != nil || res.Replayed {
-		if len(reserved) > 0 && a.Unreserve != nil {
-			a.Unreserve(reserved)
+		if len(reserved) > 0 {
+			a.HandOff.Unreserve(reserved)
 		}
 		if err != nil {
 			if len(reserved) > 0 && !errors.Is(err, storage.ErrIdempotencyMismatch) {
 				a.releaseClaimed(ctx, req.Deliveries, now)
 			}
-			return Accepted{}, err
+			return Received{}, err
 		}
-		return Accepted{Status: res.Response.Status, Body: res.Response.Body, Replayed: true}, nil
+		return Received{Status: res.Response.Status, Body: res.Response.Body, Replayed: true}, nil
 	}
-	return Accepted{Status: res.Response.Status, Body: res.Response.Body, Event: ev, Deliveries: req.Deliveries}, nil
+	out := Received{Status: res.Response.Status, Body: res.Response.Body, Event: ev, Deliveries: req.Deliveries}
+	if jobs := out.Claimed(); len(jobs) > 0 {
+		a.HandOff.Hand(jobs)
+	}
+	return out, nil
 }
 
-// releaser is the store's Outbox.Release.
-type releaser interface {
-	Release(ctx context.Context, ids []string, lease, due time.Time) error
-}
-
-// releaseClaimed makes deliveries that a failed Accept may still have
+// releaseClaimed makes deliveries that a failed Ingest may still have
 // written claimed (the write can fail after its commit, e.g. in the sync)
 // due now instead of after their lease: their slots were given back, so
 // nobody would send them before it expired. Best effort: where nothing was
 // written there is nothing to release, and where the store stays broken
 // the lease still brings them back.
-func (a *Accepter) releaseClaimed(ctx context.Context, ds []storage.Delivery, now time.Time) {
-	r, ok := a.Store.(releaser)
-	if !ok {
-		return
-	}
+func (a *Receiver) releaseClaimed(ctx context.Context, ds []storage.Delivery, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for _, g := range storage.LeaseGroups(ds) {
-		_ = r.Release(ctx, g.IDs, g.Lease, now)
+		_ = a.Store.Release(ctx, g.IDs, g.Lease, now)
 	}
 }
 
 // reserve asks for a slot per delivery and marks the granted ones claimed.
 // It returns the endpoints that granted one.
-func (a *Accepter) reserve(ds []storage.Delivery, now time.Time) []string {
-	if a.Reserve == nil || len(ds) == 0 {
+func (a *Receiver) reserve(ds []storage.Delivery, now time.Time) []string {
+	if a.HandOff == nil || len(ds) == 0 {
 		return nil
 	}
 	ids := make([]string, len(ds))
 	for i := range ds {
 		ids[i] = ds[i].Endpoint
 	}
-	leases := a.Reserve(ids, now)
+	leases := a.HandOff.Reserve(ids, now)
 	var reserved []string
 	for i := range ds {
 		if i < len(leases) && !leases[i].IsZero() {

@@ -36,9 +36,10 @@ func noneSource(t *testing.T) *Source {
 type slots struct {
 	free     map[string]int
 	returned []string
+	handed   []storage.Job
 }
 
-func (s *slots) reserve(ids []string, now time.Time) []time.Time {
+func (s *slots) Reserve(ids []string, now time.Time) []time.Time {
 	out := make([]time.Time, len(ids))
 	for i, id := range ids {
 		if s.free[id] > 0 {
@@ -49,12 +50,14 @@ func (s *slots) reserve(ids []string, now time.Time) []time.Time {
 	return out
 }
 
-func (s *slots) unreserve(ids []string) { s.returned = append(s.returned, ids...) }
+func (s *slots) Unreserve(ids []string) { s.returned = append(s.returned, ids...) }
 
-func TestAcceptFanOutAndReservations(t *testing.T) {
+func (s *slots) Hand(jobs []storage.Job) { s.handed = append(s.handed, jobs...) }
+
+func TestReceiveFanOutAndReservations(t *testing.T) {
 	db := openStore(t)
 	book := &slots{free: map[string]int{"fast": 1}}
-	a := &Accepter{Store: db, Reserve: book.reserve, Unreserve: book.unreserve}
+	a := &Receiver{Store: db, HandOff: book}
 	eps := []storage.Endpoint{
 		{ID: "fast", Tenant: "acme"},
 		{ID: "queued", Tenant: "acme", EventTypes: []string{"invoice.*"}},
@@ -64,7 +67,7 @@ func TestAcceptFanOutAndReservations(t *testing.T) {
 		{ID: "other-tenant", Tenant: "globex"},
 	}
 	in := Inbound{Header: http.Header{}, Body: []byte(`{"id":"e1","type":"invoice.paid"}`), ContentType: "application/json"}
-	res, err := a.Accept(context.Background(), noneSource(t), eps, in)
+	res, err := a.Receive(context.Background(), noneSource(t), eps, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +78,9 @@ func TestAcceptFanOutAndReservations(t *testing.T) {
 	if len(claimed) != 1 || claimed[0].Delivery.Endpoint != "fast" || string(claimed[0].Event.Body) != string(in.Body) {
 		t.Fatalf("claimed %+v", claimed)
 	}
+	if len(book.handed) != 1 || book.handed[0].Delivery.ID != claimed[0].Delivery.ID {
+		t.Fatalf("handed to the dispatcher %+v, want the claimed delivery", book.handed)
+	}
 	if !slices.Equal(pending, []string{"queued"}) {
 		t.Fatalf("pending %v", pending)
 	}
@@ -84,7 +90,7 @@ func TestAcceptFanOutAndReservations(t *testing.T) {
 	}
 	// A retry stores nothing and gives back the slot it reserved.
 	book.free["fast"] = 1
-	again, err := a.Accept(context.Background(), noneSource(t), eps, in)
+	again, err := a.Receive(context.Background(), noneSource(t), eps, in)
 	if err != nil || !again.Replayed || string(again.Body) != string(res.Body) {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
@@ -93,18 +99,21 @@ func TestAcceptFanOutAndReservations(t *testing.T) {
 	}
 }
 
-// failingIngester fails every Accept.
+// failingIngester fails every Ingest.
 type failingIngester struct{}
 
-func (failingIngester) Accept(context.Context, *storage.AcceptRequest) (storage.AcceptResult, error) {
-	return storage.AcceptResult{}, errors.New("disk full")
+func (failingIngester) Release(context.Context, []string, time.Time, time.Time) error { return nil }
+
+func (failingIngester) Ingest(context.Context, *storage.IngestRequest) (storage.IngestResult, error) {
+	return storage.IngestResult{}, errors.New("disk full")
 }
 
-func TestAcceptStoreFailureReturnsSlots(t *testing.T) {
+func TestReceiveStoreFailureReturnsSlots(t *testing.T) {
 	book := &slots{free: map[string]int{"fast": 1}}
-	a := &Accepter{Store: failingIngester{}, Reserve: book.reserve, Unreserve: book.unreserve}
-	_, err := a.Accept(context.Background(), noneSource(t), []storage.Endpoint{{ID: "fast", Tenant: "acme"}},
+	a := &Receiver{Store: failingIngester{}, HandOff: book}
+	_, err := a.Receive(context.Background(), noneSource(t), []storage.Endpoint{{ID: "fast", Tenant: "acme"}},
 		Inbound{Header: http.Header{}, Body: []byte(`{"id":"x"}`)})
+
 	if err == nil || !slices.Equal(book.returned, []string{"fast"}) {
 		t.Fatalf("err %v, returned %v", err, book.returned)
 	}

@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gofiber/fiber/v2"
+
+	"hookgate/storage"
+)
+
+// statsView is GET /stats: this gateway's last hour by minute, over what
+// the token sees.
+type statsView struct {
+	BucketSeconds int           `json:"bucket_seconds"`
+	Buckets       []statsBucket `json:"buckets"`
+}
+
+// getStats is GET /stats: the last hour's received events, deliveries
+// (succeeded and failed), attempts and outbox depth, per minute, of this
+// gateway (as /metrics is), over the sources and endpoints the token
+// sees.
+func (a *adminAPI) getStats(c *fiber.Ctx) error {
+	if err := checkQuery(c, nil); err != nil {
+		return err
+	}
+	p, snap := who(c), a.g.reg.current()
+	endpoints := make(map[string]bool, len(snap.endpoints))
+	for _, ep := range snap.endpoints {
+		endpoints[ep.ID] = p.sees(ep.Tenant)
+	}
+	buckets := a.g.metrics.recent.overview(a.now(),
+		func(id string) bool {
+			src, ok := snap.sources[id]
+			return ok && p.sees(src.Tenant)
+		},
+		func(id string) bool { return endpoints[id] })
+	return c.JSON(statsView{BucketSeconds: int(recentBucket.Seconds()), Buckets: buckets})
+}
+
+// endpointStatsView is GET /endpoints/{id}/stats.
+type endpointStatsView struct {
+	WindowSeconds  int      `json:"window_seconds"`
+	Attempts       int64    `json:"attempts"`
+	Succeeded      int64    `json:"succeeded"`
+	AttemptsFailed int64    `json:"attempts_failed"`
+	Delivered      int64    `json:"delivered"`
+	Failed         int64    `json:"failed"`
+	SuccessRate    *float64 `json:"success_rate"` // of attempts; null with none
+	LatencyP50MS   int64    `json:"latency_ms_p50"`
+	LatencyP95MS   int64    `json:"latency_ms_p95"`
+	Pending        int      `json:"pending"`
+	Due            int      `json:"due"`
+	Circuit        string   `json:"circuit"`
+	PausedUntil    string   `json:"paused_until"`
+}
+
+// getEndpointStats is GET /endpoints/{id}/stats: the endpoint's last hour
+// of attempts on this gateway (success rate, latency quantiles as the
+// bounds of a histogram's buckets), its backlog from the store, and its
+// circuit as this gateway sees it.
+func (a *adminAPI) getEndpointStats(c *fiber.Ctx) error {
+	if err := checkQuery(c, nil); err != nil {
+		return err
+	}
+	ep, err := a.visibleEndpoint(c)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	live, due, err := a.g.store.Depth(c.UserContext(), ep.ID, now, outboxCountLimit)
+	if err != nil {
+		return a.storeError(err, "endpoint")
+	}
+	h := a.g.metrics.recent.endpointHour(ep.ID, now)
+	v := endpointStatsView{
+		WindowSeconds: int((recentBuckets * recentBucket).Seconds()),
+		Attempts:      h.attempts, Succeeded: h.attempts - h.attemptsFailed, AttemptsFailed: h.attemptsFailed,
+		Delivered: h.delivered, Failed: h.failed, LatencyP50MS: h.p50, LatencyP95MS: h.p95,
+		Pending: live, Due: due, Circuit: "closed",
+	}
+	if h.attempts > 0 {
+		r := float64(v.Succeeded) / float64(h.attempts)
+		v.SuccessRate = &r
+	}
+	if pause, ok := a.g.disp.EndpointPause(ep.ID, now); ok {
+		v.Circuit, v.PausedUntil = pause.State, apiTime(pause.Until)
+	}
+	if ep.Disabled {
+		v.Circuit = "disabled"
+	}
+	return c.JSON(v)
+}
+
+// maxReplayList bounds GET /replays: jobs are kept for retention, and a
+// console shows the latest.
+const maxReplayList = 100
+
+// listReplays is GET /replays: the token's bulk replays, newest first, at
+// most maxReplayList.
+func (a *adminAPI) listReplays(c *fiber.Ctx) error {
+	if err := checkQuery(c, nil); err != nil {
+		return err
+	}
+	p := who(c)
+	var jobs []storage.ReplayJob
+	for _, st := range []storage.ReplayState{storage.ReplayRunning, storage.ReplayCompleted, storage.ReplayFailed} {
+		js, err := a.g.store.ListReplays(c.UserContext(), st)
+		if err != nil {
+			return a.storeError(err, "replay")
+		}
+		for _, j := range js {
+			if p.sees(j.Tenant) {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	slices.SortFunc(jobs, func(x, y storage.ReplayJob) int {
+		return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), cmp.Compare(y.ID, x.ID))
+	})
+	jobs = jobs[:min(len(jobs), maxReplayList)]
+	out := list[replayView]{Data: make([]replayView, len(jobs))}
+	for i := range jobs {
+		out.Data[i] = newReplayView(&jobs[i])
+	}
+	return c.JSON(out)
+}
