@@ -4,10 +4,10 @@ import { api } from '../api.js';
 import { h, errorBox } from '../dom.js';
 
 const SERIES = [
-  ['received', 'Received', '#2563eb'],
-  ['delivered', 'Delivered', '#16a34a'],
-  ['failed', 'Failed', '#dc2626'],
-  ['outbox_pending', 'Outbox pending', '#d97706'],
+  ['received', 'Received', '#2563eb', { width: 2, fill: 'rgba(37, 99, 235, 0.08)' }],
+  ['delivered', 'Delivered', '#16a34a', { width: 2, dash: [6, 4] }],
+  ['failed', 'Failed', '#dc2626', { width: 2 }],
+  ['outbox_pending', 'Outbox pending', '#d97706', { width: 1.5 }],
 ];
 
 const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
@@ -47,7 +47,7 @@ export default async function overview(view) {
   const plot = new uPlot({
     width: width(),
     height: 320,
-    series: [{}, ...SERIES.map(([, label, color]) => ({ label, stroke: color, width: 2, points: { show: false } }))],
+    series: [{}, ...SERIES.map(([, label, color, style]) => ({ label, stroke: color, ...style, points: { show: false } }))],
     axes: [{}, { label: 'per minute' }],
     scales: { y: { range: (u, min, max) => [0, Math.max(5, max)] } },
     legend: { live: true },
