@@ -491,7 +491,7 @@ func TestConsoleScreenshots(t *testing.T) {
 	b := browser(t, g, 25*time.Second)
 	b.do("signing in", chromedp.EmulateViewport(1280, 800), b.signIn(adminToken), visible(`#nav`))
 	pages := []struct{ name, route, ready string }{
-		{"overview", "#/", `#chart canvas, #no-stats`},
+		{"overview", "#/", `#chart canvas`},
 		{"events", "#/events", `#events-result table`},
 		{"event", "#/events/" + id, `#deliveries table`},
 		{"delivery", "#/deliveries/" + dlv, `#attempts table`},
@@ -509,5 +509,68 @@ func TestConsoleScreenshots(t *testing.T) {
 			b.do("endpoint stats", chromedp.Poll[chromedp.Void](`!document.querySelector('#endpoints').textContent.includes('…')`, chromedp.WithPollingTimeout(5*time.Second)))
 		}
 		b.screenshot(p.name)
+	}
+}
+
+// TestConsoleFiltersEndpointsAndReplays: the events filter by provider
+// event ID; disable, enable and rotate an endpoint's secret (shown once,
+// never stored); start a bulk replay and see it complete.
+func TestConsoleFiltersEndpointsAndReplays(t *testing.T) {
+	g := startGateway(t, "ok")
+	first := g.ingest("demo", `{"id":"needle","type":"invoice.paid"}`, nil)
+	other := g.ingest("demo", `{"id":"hay","type":"invoice.paid"}`, nil)
+	g.delivered(first)
+	g.delivered(other)
+	b := browser(t, g, 20*time.Second)
+	b.do("filtering by provider event ID", b.signIn(adminToken), visible(`#nav`),
+		b.hash("#/events"), visible(`#f-event_id`),
+		chromedp.SendKeys(chromedp.CSS(`#f-event_id`), "needle"),
+		click(`form.filters button[type=submit]`),
+		visible(`#events-result a[href="#/events/`+first+`"]`))
+	if s := b.text(`#events-result`); strings.Contains(s, other) {
+		t.Fatalf("the filter event_id=needle lists %s too:\n%s", other, s)
+	}
+	if h := eval[string](b, `location.hash`); h != "#/events?event_id=needle" {
+		t.Fatalf("the filter's route: %q", h)
+	}
+
+	row := `#endpoints tr:has(td:first-child:is(.mono))`
+	b.do("disabling acme-sink", b.hash("#/endpoints"), visible(`#endpoints table`),
+		click(row+` button`), // the first button of the first row: Disable
+		chromedp.Poll[chromedp.Void](`document.querySelector('#endpoints tbody tr').textContent.includes('disabled')`, chromedp.WithPollingTimeout(5*time.Second)))
+	var ep struct {
+		Disabled bool   `json:"disabled"`
+		Secret   string `json:"secret"`
+	}
+	if g.api("/endpoints/acme-sink", &ep); !ep.Disabled {
+		t.Fatal("Disable did not disable acme-sink")
+	}
+	b.do("enabling acme-sink", click(row+` button`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#endpoints tbody tr').textContent.includes('enabled')`, chromedp.WithPollingTimeout(5*time.Second)))
+	old := ep.Secret
+	if g.api("/endpoints/acme-sink", &ep); ep.Disabled {
+		t.Fatal("Enable did not enable acme-sink")
+	}
+	b.do("rotating acme-sink's secret", click(row+` button + button`), visible(`#new-secret`))
+	shown := b.text(`#new-secret`)
+	g.api("/endpoints/acme-sink", &ep)
+	if shown == "" || shown == old || shown != ep.Secret {
+		t.Fatalf("the secret shown %q, the endpoint's %q, the old one %q", shown, ep.Secret, old)
+	}
+	if stored := eval[string](b, `JSON.stringify(sessionStorage)`); strings.Contains(stored, shown) {
+		t.Fatal("the new secret is in sessionStorage")
+	}
+	b.do("hiding the secret", click(`#secret-box button.primary`), chromedp.WaitNotPresent(chromedp.CSS(`#new-secret`)))
+
+	b.do("a bulk replay", b.hash("#/replays"), visible(`#r-source`),
+		chromedp.SendKeys(chromedp.CSS(`#r-source`), "demo"),
+		click(`form.filters button[type=submit]`),
+		visible(`#my-replays table`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#my-replays tbody tr').textContent.includes('completed')`, chromedp.WithPollingTimeout(10*time.Second)))
+	if s := b.text(`#my-replays tbody tr`); !strings.Contains(s, "rpl_") || !strings.Contains(s, "source=demo") {
+		t.Fatalf("the replay job's row: %q", s)
+	}
+	if s := b.text(`#all-replays`); !strings.Contains(s, "Recent jobs") {
+		t.Fatalf("GET /replays not shown: %q", s)
 	}
 }
