@@ -19,7 +19,7 @@ export function h(tag, props, ...children) {
     else if (k === 'href') {
       const s = String(v);
       if (!s.startsWith('#/') && s !== '#') throw new Error('links must be hash routes');
-      el.setAttribute('href', s);
+      el.setAttribute('href', s); // allowed: a hash route, checked above
     } else if (PROPS.has(k)) el[k] = v;
     else if (ATTRS.has(k)) el.setAttribute(k, String(v));
     else throw new Error('attribute not allowed: ' + k);
