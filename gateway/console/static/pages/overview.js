@@ -4,11 +4,18 @@ import { api } from '../api.js';
 import { h, errorBox } from '../dom.js';
 
 const SERIES = [
-  ['received', 'Received', '#2563eb', { width: 2, fill: 'rgba(37, 99, 235, 0.08)' }],
-  ['delivered', 'Delivered', '#16a34a', { width: 2, dash: [6, 4] }],
+  ['received', 'Received', '#2563eb', { width: 1, fill: 'rgba(37, 99, 235, 0.25)', paths: uPlot.paths.bars({ size: [0.7, 40] }) }],
+  ['delivered', 'Delivered', '#16a34a', { width: 2 }],
   ['failed', 'Failed', '#dc2626', { width: 2 }],
   ['outbox_pending', 'Outbox pending', '#d97706', { width: 1.5 }],
 ];
+
+// nonZero is a uPlot points filter: the indices of the series' non-zero values.
+function nonZero(u, si) {
+  const idx = [];
+  u.data[si].forEach((v, i) => { if (v) idx.push(i); });
+  return idx.length ? idx : null;
+}
 
 const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
 
@@ -47,9 +54,16 @@ export default async function overview(view) {
   const plot = new uPlot({
     width: width(),
     height: 320,
-    series: [{}, ...SERIES.map(([, label, color, style]) => ({ label, stroke: color, ...style, points: { show: false } }))],
+    series: [{}, ...SERIES.map(([, label, color, style], n) => ({
+      label, stroke: color, ...style,
+      // A dot on each minute that counted any, so a lone busy minute reads as one.
+      points: n === 0 ? { show: false } : { show: false, size: 6, fill: color, filter: nonZero },
+    }))],
     axes: [{}, { label: 'per minute' }],
-    scales: { y: { range: (u, min, max) => [0, Math.max(5, max)] } },
+    scales: {
+      x: { time: true, range: (u, min, max) => [min - 30, max + 30] }, // room for the edge buckets' bars
+      y: { range: (u, min, max) => [0, Math.max(5, Math.ceil(max * 1.1))] },
+    },
     legend: { live: true },
   }, data, chart);
   const onResize = () => {
