@@ -272,7 +272,37 @@ func browser(t *testing.T, g *gateway, limit time.Duration) *tab {
 	}
 	ctx, cancel := context.WithTimeout(bctx, limit)
 	t.Cleanup(cancel)
+	watchConsole(t, ctx)
 	return &tab{t: t, ctx: ctx, g: g}
+}
+
+// watchConsole fails the test for an uncaught exception or an error the
+// page logged (a refusal by the Content-Security-Policy is one), seen
+// until the test ends. An answer of the API with an error status is the
+// console's to show, not a fault: the browser's "Failed to load
+// resource" lines are left out.
+func watchConsole(t *testing.T, ctx context.Context) {
+	cctx, stop := context.WithCancel(ctx)
+	messages := chromedp.Console(cctx)
+	done := make(chan []string)
+	go func() {
+		var bad []string
+		for m, err := range messages {
+			if err != nil {
+				break
+			}
+			if (m.Type == chromedp.ConsoleError || m.IsException()) && !strings.Contains(m.Text, "Failed to load resource") {
+				bad = append(bad, m.String())
+			}
+		}
+		done <- bad
+	}()
+	t.Cleanup(func() {
+		stop()
+		for _, m := range <-done {
+			t.Errorf("browser console: %s", m)
+		}
+	})
 }
 
 // tab is the browser tab of one test.
