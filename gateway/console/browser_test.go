@@ -563,6 +563,22 @@ func TestConsoleFiltersEndpointsAndReplays(t *testing.T) {
 	if h := eval[string](b, `location.hash`); h != "#/events?event_id=needle" {
 		t.Fatalf("the filter's route: %q", h)
 	}
+	b.do("a window with no events", b.hash("#/events?since=2099-01-02T03:04:00.000Z"), visible(`#events-result p:not(.loading)`))
+	if s, since := b.text(`#events-result`), eval[string](b, `document.querySelector('#f-since').value`); s != "No events match." || !strings.HasPrefix(since, "2099-01-0") {
+		t.Fatalf("since 2099: %q, the form's since %q", s, since)
+	}
+	for i := range 50 {
+		g.ingest("demo", fmt.Sprintf(`{"id":"page_%d","type":"invoice.paid"}`, i), nil)
+	}
+	rows := `document.querySelectorAll('#events-result tbody tr').length`
+	b.do("the first page", b.hash("#/events"), visible(`#next-page`))
+	if n := eval[int](b, rows); n != 50 {
+		t.Fatalf("the first page has %d rows, want 50", n)
+	}
+	b.do("the next page", click(`#next-page`), visible(`#events-result a[href="#/events/`+first+`"]`))
+	if n := eval[int](b, rows); n != 2 {
+		t.Fatalf("the second page has %d rows, want 2", n)
+	}
 
 	row := `#endpoints tr:has(td:first-child:is(.mono))`
 	b.do("disabling acme-sink", b.hash("#/endpoints"), visible(`#endpoints table`),

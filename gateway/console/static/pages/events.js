@@ -31,7 +31,7 @@ export default async function events(view, { query }) {
     });
   }
 
-  const out = h('div', { id: 'events-result' }, h('p', { class: 'muted' }, 'Loading…'));
+  const out = h('div', { id: 'events-result' }, h('p', { class: 'muted loading' }, 'Loading…'));
   view.appendChild(out);
   let page;
   try {
