@@ -61,6 +61,13 @@ if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 echo "== go vet"
 go vet ./...
 
+# The alerting rules of docs/operations.md, when Debian's prometheus
+# package (promtool) is installed; it is not installed for this.
+if command -v promtool >/dev/null 2>&1; then
+  echo "== promtool check rules"
+  promtool check rules docs/alerts.yml
+fi
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"hookgate/gateway/config"
 	"hookgate/gateway/console"
 	"hookgate/storage"
 )
@@ -537,7 +538,7 @@ func pageByID[T any](items []T, kind string, id func(*T) string, p page) (list[T
 	if p.cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(p.cursor)
 		rest, ok := bytes.CutPrefix(b, []byte(kind+":"))
-		if err != nil || !ok || !idPattern.Match(rest) {
+		if err != nil || !ok || !config.IDPattern.Match(rest) {
 			return list[T]{}, badRequest("cursor", "the cursor is not one this API returned for this list")
 		}
 		after = string(rest)

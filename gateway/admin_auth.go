@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"hookgate/gateway/config"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,7 +17,7 @@ type adminToken struct {
 	tenant string
 }
 
-func hashTokens(ts []TokenConfig) []adminToken {
+func hashTokens(ts []config.TokenConfig) []adminToken {
 	out := make([]adminToken, len(ts))
 	for i, t := range ts {
 		out[i] = adminToken{hash: sha256.Sum256([]byte(t.Token)), tenant: t.Tenant}

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"fmt"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,8 +22,8 @@ const globexScopedToken = "globex-token-for-review"
 // startContractGateway starts a gateway with a globex-scoped token besides testConfig's.
 func startContractGateway(t *testing.T, extra string) *gw {
 	t.Helper()
-	return startGateway(t, gwOptions{extra: extra, config: func(c *Config) {
-		c.Admin.Tokens = append(c.Admin.Tokens, TokenConfig{Token: globexScopedToken, Tenant: "globex"})
+	return startGateway(t, gwOptions{extra: extra, config: func(c *config.Config) {
+		c.Admin.Tokens = append(c.Admin.Tokens, config.TokenConfig{Token: globexScopedToken, Tenant: "globex"})
 	}})
 }
 
@@ -112,9 +114,9 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 	g := startContractGateway(t, fmt.Sprintf("endpoints:\n  - {id: ep1, tenant: acme, url: %q}\n", rcv.url("ep1")))
 	st, _, b := g.post("open", []byte(`{"id":"idem-1","type":"t"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 	dlv := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data[0].ID
-	waitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
 		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil)).State == "succeeded"
 	})
 	deliveries := func() int {
@@ -159,7 +161,7 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 		// before "nothing happened again" can be checked.
 		if c.path == "/replays" {
 			id := must[jsonMap](t, 202)(st1, nil, b1)["id"].(string)
-			waitFor(t, 10*time.Second, "the bulk replay", func() bool {
+			testsupport.WaitFor(t, 10*time.Second, "the bulk replay", func() bool {
 				return must[replayView](t, 200)(g.api("GET", "/replays/"+id, acmeToken, nil)).State == "completed"
 			})
 		}
@@ -171,7 +173,7 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 		}
 		if c.path == "/replays" {
 			id := must[jsonMap](t, 202)(st2, nil, b2)["id"].(string)
-			waitFor(t, 10*time.Second, "the bulk replay", func() bool {
+			testsupport.WaitFor(t, 10*time.Second, "the bulk replay", func() bool {
 				return must[replayView](t, 200)(g.api("GET", "/replays/"+id, acmeToken, nil)).State == "completed"
 			})
 		}
@@ -205,7 +207,7 @@ func TestTenantListingsWithForeignCursorsAndFilters(t *testing.T) {
 			gEvt = id
 		}
 	}
-	waitFor(t, 10*time.Second, "6 deliveries", func() bool { return rcv.count() == 6 })
+	testsupport.WaitFor(t, 10*time.Second, "6 deliveries", func() bool { return rcv.count() == 6 })
 	var opCursors []string
 	for _, route := range []string{"/events", "/deliveries", "/endpoints", "/sources"} {
 		for cursor := ""; ; {
@@ -291,7 +293,7 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 	}
 	// A bulk replay over exactly that instant matches that one event.
 	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": evs[1].ReceivedAt, "until": evs[1].ReceivedAt}))
-	waitFor(t, 10*time.Second, "the bulk replay", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the bulk replay", func() bool {
 		job = must[replayView](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil))
 		return job.State != "running"
 	})

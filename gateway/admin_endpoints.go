@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"hookgate/gateway/config"
 	"hookgate/outbound"
 	"hookgate/storage"
 )
@@ -158,7 +159,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 	id, derived := newID(c, "ep_", now)
 	ep := storage.Endpoint{
 		ID: id, Tenant: cmpOrTenant(who(c)), Timeout: a.g.cfg.Delivery.Timeout.D(),
-		MaxInFlight: DefaultMaxInFlight, RateLimit: DefaultRateLimit, Retry: retryPolicy(a.g.cfg.Delivery.Retry),
+		MaxInFlight: config.DefaultMaxInFlight, RateLimit: config.DefaultRateLimit, Retry: retryPolicy(a.g.cfg.Delivery.Retry),
 		CreatedBy: createdBy(c), CreatedAt: now, UpdatedAt: now,
 	}
 	if in.ID != nil {
@@ -208,7 +209,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 	if err := a.checkRetention(&ep); err != nil {
 		return err
 	}
-	if n := len(a.g.reg.current().byTenant[ep.Tenant]); n >= maxEndpointsPerTenant {
+	if n := len(a.g.reg.current().byTenant[ep.Tenant]); n >= config.MaxEndpointsPerTenant {
 		return newAPIError(fiber.StatusConflict, "too-many-endpoints", "tenant",
 			fmt.Sprintf("the tenant has %d endpoints, the most it may have; delete one first", n))
 	}
@@ -373,8 +374,8 @@ func (a *adminAPI) rotateEndpointSecret(c *fiber.Ctx) error {
 	}
 	secret := outbound.NewSecret()
 	if in.Secret != nil {
-		if !validWhsec(*in.Secret, minEndpointSecret) {
-			return unprocessable("secret", fmt.Sprintf("must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", minEndpointSecret))
+		if !config.ValidWhsec(*in.Secret, config.MinEndpointSecret) {
+			return unprocessable("secret", fmt.Sprintf("must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", config.MinEndpointSecret))
 		}
 		secret = *in.Secret
 	}
@@ -436,8 +437,8 @@ func (b *endpointBody) apply(ep *storage.Endpoint, now time.Time) error {
 		ep.URL = *b.URL
 	}
 	if b.Secret != nil {
-		if !validWhsec(*b.Secret, minEndpointSecret) {
-			return unprocessable("secret", fmt.Sprintf("must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", minEndpointSecret))
+		if !config.ValidWhsec(*b.Secret, config.MinEndpointSecret) {
+			return unprocessable("secret", fmt.Sprintf("must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", config.MinEndpointSecret))
 		}
 		if len(ep.Secrets) == 0 || ep.Secrets[0].Value != *b.Secret {
 			ep.Secrets = []storage.Secret{{Value: *b.Secret}}
@@ -457,8 +458,8 @@ func (b *endpointBody) apply(ep *storage.Endpoint, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		if d > maxTimeout {
-			return unprocessable("timeout", "must be at most "+maxTimeout.String())
+		if d > config.MaxTimeout {
+			return unprocessable("timeout", "must be at most "+config.MaxTimeout.String())
 		}
 		ep.Timeout = d
 	}
@@ -552,8 +553,8 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 			return a.storeError(err, "source")
 		}
 	}
-	if i, p := eventTypesProblem(ep.EventTypes); p != "" {
-		return unprocessable(indexedField("event_types", i), p)
+	if i, p := config.EventTypesProblem(ep.EventTypes); p != "" {
+		return unprocessable(config.IndexedField("event_types", i), p)
 	}
 	for i, g := range ep.EventTypes {
 		if storage.ValidTypeGlob(g) != nil {

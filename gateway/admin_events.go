@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"hookgate/gateway/config"
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -55,10 +56,6 @@ func newEventView(ev *storage.Event) eventView {
 	return v
 }
 
-// maxTypeGlob bounds the type filter of GET /events when it is a glob (a
-// plain type is at most the 512 bytes ingest takes).
-const maxTypeGlob = 128
-
 // listEvents is GET /events?source=&type=&event_id=&since=&until=&limit=&cursor=,
 // newest first; event_id is the provider's event ID. type is a glob, as an endpoint's event_types are
 // ("invoice.*"), as Stripe's list filter is.
@@ -71,9 +68,9 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 	switch {
 	case typ != "" && storage.ValidTypeGlob(typ) != nil:
 		return badRequest("type", `must be an event type or a glob of types ("*", "?", "[...]"), e.g. "invoice.*"`)
-	case storage.IsTypeGlob(typ) && len(typ) > maxTypeGlob:
+	case storage.IsTypeGlob(typ) && len(typ) > config.MaxTypeGlob:
 		// A glob costs up to its length times a type's per event scanned.
-		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", maxTypeGlob))
+		return badRequest("type", fmt.Sprintf("a glob of types is at most %d bytes", config.MaxTypeGlob))
 	}
 	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{
 		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ, EventID: c.Query("event_id"),

@@ -7,16 +7,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"hookgate/storage"
 )
 
 // The admin API's handling of its inputs (SPEC section 5). The promise: every bad input is a 400 or 422 problem naming the field, and
@@ -106,7 +108,7 @@ func TestAdminBodiesWithInvalidUTF8AreRefused(t *testing.T) {
 			t.Fatalf("status %d: %s", st, b)
 		}
 		g.post("open", []byte(`{"id":"utf-1","type":"t"}`), nil)
-		waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() > 0 })
+		testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() > 0 })
 		if got := rcv.all()[0].header.Get("X-Token"); got != sent {
 			t.Fatalf("accepted with X-Token %q (201), delivered with X-Token %q", sent, got)
 		}
@@ -145,7 +147,7 @@ func TestReplayEventRefusesQueryParameters(t *testing.T) {
 `, rcv.url("a"), rcv.url("b"))})
 	acc := must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"q-1","type":"t"}`), nil))
 	id := acc["id"].(string)
-	waitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
+	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
 
 	st, hdr, body := g.api("POST", "/events/"+id+"/replay?endpoints=a", acmeToken, nil)
 	if st == http.StatusBadRequest {
@@ -212,7 +214,7 @@ func TestHugeRetryIntervalNeverRetriesAtOnce(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 30*time.Second, "every delivery to end, or one retried", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "every delivery to end, or one retried", func() bool {
 		var err error
 		ds, _, err = g.Store().ListDeliveries(t.Context(), storage.DeliveryFilter{Endpoint: "huge", Limit: 100})
 		if err != nil || len(ds) != 2*pairs {
@@ -246,7 +248,7 @@ func TestRetryDeliveryRefusesABody(t *testing.T) {
   - {id: b, tenant: acme, url: %q, sources: [sw]}
 `, rcv.url("a"), rcv.url("b"))})
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"r-1","type":"t"}`), nil))
-	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=a", acmeToken, nil))
 	if len(ds.Data) != 1 {
 		t.Fatalf("%d deliveries", len(ds.Data))
@@ -285,5 +287,149 @@ func TestAdminProblemsNameTheResource(t *testing.T) {
 	p := wantProblem(t, "PATCH", 422, "max_in_flight")(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"max_in_flight": 0}))
 	if !strings.HasPrefix(p.Detail, "endpoint billing: must be from 1") {
 		t.Errorf("PATCH /endpoints/billing: detail %q", p.Detail)
+	}
+}
+
+// TestPublishPayloadWithNullsIsDeliveredAsSent: the null check
+// of admin bodies must not look into a publish's payload: an event's own
+// JSON holds nulls (Stripe's "description": null, arrays of nulls), and it
+// is delivered byte for byte.
+func TestPublishPayloadWithNullsIsDeliveredAsSent(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`endpoints:
+  - {id: a, tenant: acme, url: %q, sources: [open]}
+`, rcv.url("a"))})
+	payload := `{"id":"n-1","type":"t","description":null,"items":[null,{"x":null}],"nested":{"deep":{"v":null}}}`
+	must[jsonMap](t, 202)(g.api("POST", "/events", acmeToken, `{"source":"open","payload":`+payload+`}`))
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	rcv.mu.Lock()
+	got := rcv.reqs[0].body
+	rcv.mu.Unlock()
+	if !bytes.Equal(got, []byte(payload)) {
+		t.Fatalf("delivered %s, want %s", got, payload)
+	}
+}
+
+// TestPublishPayloadKeyMatchedLikeTheDecoder: encoding/json
+// matches "Payload" to the payload field (field names are matched without
+// case), so a body the decoder takes as a publish with a payload must not
+// then be refused for a null inside that payload.
+func TestPublishPayloadKeyMatchedLikeTheDecoder(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	st, _, body := g.api("POST", "/events", acmeToken, `{"source":"open","Payload":{"id":"n-2","type":"t","description":null}}`)
+	if st != 202 {
+		t.Fatalf(`POST /events {"Payload":{…"description":null}}: %d %s; the decoder took "Payload" as the payload, whose nulls are the event's own`, st, body)
+	}
+}
+
+// TestPostWithEmptyQueryStringIsAccepted: a client that
+// always puts a "?" after the path, with nothing after it, sends no
+// query parameter.
+func TestPostWithEmptyQueryStringIsAccepted(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	must[jsonMap](t, 202)(g.api("POST", "/events?", acmeToken, `{"source":"open","payload":{"id":"q-0","type":"t"}}`))
+}
+
+// The null check of admin bodies reads a body once: it parsed each nested
+// value again at every level it was nested in, depth × size, and a
+// tenant-scoped token's 1 MiB body nested 9,990 deep (under a "Payload"
+// key, which the decoder takes as the payload but the check did not skip)
+// took 75 s of a core. Measured in bytes allocated, not time: a few
+// times the body, where the re-parsing took hundreds of times it.
+func TestAdminBodyNullCheckReadsTheBodyOnce(t *testing.T) {
+	const depth = 2000
+	inner := `"` + strings.Repeat("a", 100_000) + `"`
+	for _, key := range []string{"Payload", "data"} {
+		body := []byte(`{"source":"open","` + key + `":` + strings.Repeat("[", depth) + inner + strings.Repeat("]", depth) + `}`)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if f := nullField(body); f != "" {
+			t.Fatalf("%s: null at %q in a body without one", key, f)
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 10*uint64(len(body)) {
+			t.Errorf("%s: the null check of a %d-byte body nested %d deep allocated %d bytes", key, len(body), depth, n)
+		}
+	}
+}
+
+// POST /events/{id}/replay takes an optional {"endpoints":[…]}; left out,
+// it replays to every endpoint that matches now. An explicit empty list
+// ("none selected") is 422 naming endpoints, and nothing is enqueued: it
+// used to be read as "absent", a replay to every subscriber. (null, an
+// empty POST /replays filter and a zero until are refused for the same
+// reason.)
+func TestReplayWithEmptyEndpointListIsRefused(t *testing.T) {
+	rcv := newReceiver(t)
+	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: a1, tenant: acme, url: %q}\n  - {id: a2, tenant: acme, url: %q}\n", rcv.url("a1"), rcv.url("a2"))})
+	st, _, b := g.post("open", []byte(`{"id":"re-1","type":"t"}`), nil)
+	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 2 })
+
+	st, hdr, b := g.api("POST", "/events/"+evt+"/replay", acmeToken, `{"endpoints":[]}`)
+	if st != 422 {
+		l := must[apiList[deliveryView]](t, st)(st, hdr, b)
+		var eps []string
+		for _, d := range l.Data {
+			eps = append(eps, d.Endpoint)
+		}
+		t.Fatalf(`replay with "endpoints": []: %d with new deliveries to %v; want 422 naming endpoints, nothing enqueued`, st, eps)
+	}
+	wantProblem(t, "empty endpoints", 422, "endpoints")(st, hdr, b)
+	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data); n != 2 {
+		t.Fatalf("%d deliveries of the event after a refused replay, want the 2 first ones", n)
+	}
+}
+
+// since/until are RFC 3339 times, and RFC 3339 (section 5.6) allows "t"
+// and "z" in lower case, which time.Parse alone refuses: the query
+// parameters and POST /replays take them.
+func TestAdminTimesAcceptLowercaseRFC3339(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	if st, _, b := g.post("open", []byte(`{"id":"lc-1","type":"t"}`), nil); st != 202 {
+		t.Fatalf("ingest: %d %s", st, b)
+	}
+	for _, v := range []string{"2020-01-01t00:00:00z", "2020-01-01T00:00:00z", "2020-01-01t00:00:00+02:00"} {
+		for _, path := range []string{"/events?since=", "/deliveries?since="} {
+			st, _, b := g.api("GET", path+url.QueryEscape(v), opToken, nil)
+			if st != 200 {
+				t.Errorf("GET %s%s: %d %s; want 200 (an RFC 3339 time)", path, v, st, b)
+			}
+		}
+		st, _, b := g.api("POST", "/replays", opToken, jsonMap{"source": "open", "since": v})
+		if st != 202 {
+			t.Errorf(`POST /replays {"since": %q}: %d %s; want 202`, v, st, b)
+		}
+	}
+}
+
+// A 405 carries Allow (RFC 9110 section 15.5.6), also when the POST
+// had an Idempotency-Key: no handler ran, so no answer is stored under the
+// key (a stored one was replayed without Allow), as Stripe stores an
+// answer only once an endpoint began executing.
+func TestAdminIdempotentPostToARouteWithoutPostKeepsAllow(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	st, _, b := g.post("open", []byte(`{"id":"m-1","type":"t"}`), nil)
+	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
+	for i := range 2 {
+		st, hdr, b := g.api("POST", "/events/"+evt, opToken, `{}`, "Idempotency-Key", "k-405")
+		wantProblem(t, fmt.Sprintf("POST /events/{id} try %d", i+1), 405, "-")(st, hdr, b)
+		if hdr.Get("Allow") == "" {
+			t.Fatalf("try %d: 405 without Allow (Idempotent-Replayed=%q); want Allow: GET, HEAD", i+1, hdr.Get(headerReplayed))
+		}
+		if hdr.Get(headerReplayed) != "" {
+			t.Fatalf("try %d: a stored answer was replayed for a request no handler ran", i+1)
+		}
+	}
+}
+
+// The admin listener takes a header block of up to 16 KiB, as the ingest
+// listener does (README): a request with a 10 KB header (a long bearer
+// token, proxies' headers) was a 431 there at 4 KiB.
+func TestAdminHeaderBlockLimitIs16KiB(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 10000)))
+	if st, _, b := g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 17000)); st != 431 {
+		t.Fatalf("a 17 KB header: %d %s, want 431", st, b)
 	}
 }

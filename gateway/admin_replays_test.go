@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +13,7 @@ import (
 func waitReplay(t *testing.T, g *gw, token, id string) replayView {
 	t.Helper()
 	var job replayView
-	waitFor(t, 20*time.Second, "replay "+id+" to finish", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "replay "+id+" to finish", func() bool {
 		job = must[replayView](t, 200)(g.api("GET", "/replays/"+id, token, nil))
 		return job.State != "running"
 	})
@@ -30,7 +32,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	if st, _, b := g.post("other", []byte(`{"id":"g1"}`), nil); st != 202 {
 		t.Fatalf("ingest to other: %d %s", st, b)
 	}
-	waitFor(t, 10*time.Second, "the first deliveries", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool {
 		return rcv.countAt("all") == 4 && rcv.countAt("globex") == 1 &&
 			len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 2
 	})
@@ -46,7 +48,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	if job.State != "completed" || job.Matched != 4 || job.Enqueued != 6 || job.Tenant != "acme" || job.Source != "open" {
 		t.Fatalf("replay of open: %+v", job)
 	}
-	waitFor(t, 10*time.Second, "the replayed deliveries", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the replayed deliveries", func() bool {
 		return rcv.countAt("all") == 8 && rcv.count() == 4+1+2+6 &&
 			len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 4
 	})
@@ -63,7 +65,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	if job.State != "completed" || job.Matched != 2 || job.Enqueued != 2 {
 		t.Fatalf("replay of failed: %+v", job)
 	}
-	waitFor(t, 10*time.Second, "flaky to succeed", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "flaky to succeed", func() bool {
 		return len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=succeeded", acmeToken, nil)).Data) == 2
 	})
 	// Now nothing there is failed any more: the same replay matches nothing.
@@ -80,7 +82,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	if job.Matched < 1 || job.Matched != job.Enqueued || job.Until != first.ReceivedAt {
 		t.Fatalf("windowed replay %+v", job)
 	}
-	waitFor(t, 10*time.Second, "the windowed replay", func() bool { return rcv.countAt("all") == before+job.Enqueued })
+	testsupport.WaitFor(t, 10*time.Second, "the windowed replay", func() bool { return rcv.countAt("all") == before+job.Enqueued })
 
 	// An operator's replay of every tenant.
 	job = must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"since": "2000-01-01T00:00:00Z"}))
@@ -120,20 +122,21 @@ func TestAdminBulkReplay(t *testing.T) {
 // (with their deliveries) older than retention; the API then answers 410
 // for the event, also to a replay, and 404 for its deliveries.
 func TestAdminRetentionPurgesOldEvents(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{
 		extra: fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
 		// Shorter than the retry window, which a config may not be (the
 		// sweep would delete deliveries still retrying); this one succeeds.
-		config: func(c *Config) { c.Retention = Duration(time.Second) },
+		config: func(c *config.Config) { c.Retention = config.Duration(time.Second) },
 	})
 	st, _, b := g.post("open", []byte(`{"id":"old"}`), nil)
 	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
 	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data[0]
 
 	// Retention deletes it (the sweep, run here instead of waiting a minute).
-	waitFor(t, 10*time.Second, "the event to pass retention", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the event to pass retention", func() bool {
 		g.bg.purge(t.Context())
 		st, _, _ := g.api("GET", "/events/"+id, acmeToken, nil)
 		return st == 410

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"hookgate/gateway/config"
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -45,7 +46,7 @@ func newSourceView(s *storage.Source) sourceView {
 			Encoding: s.Verify.Encoding, Prefix: s.Verify.Prefix,
 		},
 	}
-	if s.Verify.Tolerance > 0 && slices.Contains(timestampSchemes, s.Verify.Scheme) {
+	if s.Verify.Tolerance > 0 && slices.Contains(config.TimestampSchemes, s.Verify.Scheme) {
 		v.Verify.Tolerance = s.Verify.Tolerance.String()
 	}
 	return v
@@ -124,7 +125,7 @@ func (a *adminAPI) createSource(c *fiber.Ctx) (err error) {
 	}
 	now := a.now()
 	src := storage.Source{Tenant: cmpOrTenant(who(c)), CreatedBy: createdBy(c), CreatedAt: now, UpdatedAt: now,
-		Verify: storage.VerifyConfig{Tolerance: DefaultVerifyTolerance.D()}}
+		Verify: storage.VerifyConfig{Tolerance: config.DefaultVerifyTolerance.D()}}
 	switch {
 	case in.ID == nil:
 		return unprocessable("id", "required: it is the source's ingest path, /ingest/{id}")
@@ -248,8 +249,8 @@ func (b *sourceBody) apply(src *storage.Source) error {
 		}
 	}
 	if src.Verify.Scheme == inbound.SchemeHMAC {
-		src.Verify.Algorithm = cmp.Or(src.Verify.Algorithm, DefaultHMACAlgorithm)
-		src.Verify.Encoding = cmp.Or(src.Verify.Encoding, DefaultHMACEncoding)
+		src.Verify.Algorithm = cmp.Or(src.Verify.Algorithm, config.DefaultHMACAlgorithm)
+		src.Verify.Encoding = cmp.Or(src.Verify.Encoding, config.DefaultHMACEncoding)
 	}
 	if _, err := inbound.CompileSource(*src); err != nil {
 		if ce, ok := errors.AsType[*inbound.ConfigError](err); ok {
@@ -293,18 +294,18 @@ func (v *verifyBody) apply(out *storage.VerifyConfig) error {
 		// As config.yaml has it: the sender shows a Standard Webhooks
 		// secret as whsec_ + base64. (Stored secrets are not checked again.)
 		for i, sec := range out.Secrets {
-			if out.Scheme == inbound.SchemeStandardWebhooks && sec != "" && !validWhsec(sec, 1) {
+			if out.Scheme == inbound.SchemeStandardWebhooks && sec != "" && !config.ValidWhsec(sec, 1) {
 				return unprocessable(fmt.Sprintf("verify.secrets[%d]", i), "must be whsec_ followed by base64, as the sender shows it")
 			}
 		}
 	}
 	switch {
-	case !slices.Contains(timestampSchemes, out.Scheme) && v.Tolerance != nil:
+	case !slices.Contains(config.TimestampSchemes, out.Scheme) && v.Tolerance != nil:
 		return unprocessable("verify.tolerance", "scheme "+out.Scheme+" signs no timestamp, so a tolerance would be ignored; remove it")
-	case !slices.Contains(timestampSchemes, out.Scheme):
+	case !slices.Contains(config.TimestampSchemes, out.Scheme):
 		out.Tolerance = 0 // a stale one of the scheme before
 	case out.Tolerance == 0:
-		out.Tolerance = DefaultVerifyTolerance.D()
+		out.Tolerance = config.DefaultVerifyTolerance.D()
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"hookgate/internal/testsupport"
 	"slices"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestAdminConsoleReads(t *testing.T) {
 		return s
 	}
 	var all statsBucket
-	waitFor(t, 10*time.Second, "the deliveries to succeed and fail", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the deliveries to succeed and fail", func() bool {
 		all = sum(must[statsView](t, 200)(g.api("GET", "/stats", opToken, nil)))
 		return all.Delivered == 4+3 && all.Failed == 2
 	})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"hookgate/gateway/config"
 	"hookgate/storage"
 )
 
@@ -20,7 +21,7 @@ type SecretGenerator func() string
 // rotation history, a disabled flag). Entries that came from an earlier
 // config and are gone from this one are deleted; those created through the
 // admin API are left alone.
-func applyConfig(ctx context.Context, cfg *Config, s storage.Store, newSecret SecretGenerator, now time.Time) error {
+func applyConfig(ctx context.Context, cfg *config.Config, s storage.Store, newSecret SecretGenerator, now time.Time) error {
 	srcs, err := s.ListSources(ctx)
 	if err != nil {
 		return err
@@ -106,7 +107,7 @@ func sameJSON(a, b any) bool {
 // them over, and with them that tenant's deliveries or provider traffic.
 // (An id an earlier config.yaml gave another tenant is the operator's to
 // move.)
-func refuseTakeovers(ctx context.Context, cfg *Config, s storage.Store) error {
+func refuseTakeovers(ctx context.Context, cfg *config.Config, s storage.Store) error {
 	srcs, err := s.ListSources(ctx)
 	if err != nil {
 		return err
@@ -134,11 +135,11 @@ func refuseTakeovers(ctx context.Context, cfg *Config, s storage.Store) error {
 
 // refuseTooManyEndpoints refuses a config.yaml that, with the endpoints
 // created through the admin API, gives a tenant more than
-// maxEndpointsPerTenant: ParseConfig bounds config.yaml's own, and
+// config.MaxEndpointsPerTenant: config.Parse bounds config.yaml's own, and
 // POST /endpoints counts both, but only the start sees config.yaml's
 // added to those the API made meanwhile. Past the bound an event of that
 // tenant could be too large a write to accept, answered 503 for ever.
-func refuseTooManyEndpoints(cfg *Config, stored []storage.Endpoint) error {
+func refuseTooManyEndpoints(cfg *config.Config, stored []storage.Endpoint) error {
 	inConfig := map[string]bool{}
 	fromConfig, fromAPI := map[string]int{}, map[string]int{}
 	for _, ec := range cfg.Endpoints {
@@ -152,14 +153,14 @@ func refuseTooManyEndpoints(cfg *Config, stored []storage.Endpoint) error {
 	}
 	for _, ec := range cfg.Endpoints { // config.yaml's order: the first tenant past it is named
 		t := ec.Tenant
-		if n := fromConfig[t] + fromAPI[t]; n > maxEndpointsPerTenant {
-			return fmt.Errorf("tenant %q would have %d endpoints, %d from config.yaml and %d created through the admin API, more than the %d a tenant may have: remove some from config.yaml, or delete some through the admin API first", t, n, fromConfig[t], fromAPI[t], maxEndpointsPerTenant)
+		if n := fromConfig[t] + fromAPI[t]; n > config.MaxEndpointsPerTenant {
+			return fmt.Errorf("tenant %q would have %d endpoints, %d from config.yaml and %d created through the admin API, more than the %d a tenant may have: remove some from config.yaml, or delete some through the admin API first", t, n, fromConfig[t], fromAPI[t], config.MaxEndpointsPerTenant)
 		}
 	}
 	return nil
 }
 
-func sourceFromConfig(sc SourceConfig, now time.Time) storage.Source {
+func sourceFromConfig(sc config.SourceConfig, now time.Time) storage.Source {
 	v := sc.Verify
 	return storage.Source{
 		ID: sc.ID, Tenant: sc.Tenant, EventID: sc.EventID, EventType: sc.EventType, FromConfig: true,
@@ -171,7 +172,7 @@ func sourceFromConfig(sc SourceConfig, now time.Time) storage.Source {
 	}
 }
 
-func endpointFromConfig(ec EndpointConfig, now time.Time) storage.Endpoint {
+func endpointFromConfig(ec config.EndpointConfig, now time.Time) storage.Endpoint {
 	ep := storage.Endpoint{
 		ID: ec.ID, Tenant: ec.Tenant, URL: ec.URL, Sources: ec.Sources, EventTypes: ec.EventTypes,
 		Headers: ec.Headers, Timeout: ec.Timeout.D(), MaxInFlight: ec.MaxInFlight, RateLimit: ec.RateLimit,
@@ -183,7 +184,7 @@ func endpointFromConfig(ec EndpointConfig, now time.Time) storage.Endpoint {
 	return ep
 }
 
-func retryPolicy(r RetryConfig) storage.RetryPolicy {
+func retryPolicy(r config.RetryConfig) storage.RetryPolicy {
 	return storage.RetryPolicy{
 		InitialInterval: r.InitialInterval.D(), Multiplier: r.Multiplier, MaxInterval: r.MaxInterval.D(),
 		Randomization: r.Randomization, MaxAttempts: r.MaxAttempts, MaxElapsed: r.MaxElapsed.D(),
@@ -191,8 +192,8 @@ func retryPolicy(r RetryConfig) storage.RetryPolicy {
 }
 
 // tolerance is v's tolerance where its scheme signs a timestamp, else 0.
-func tolerance(v *VerifyConfig) time.Duration {
-	if !slices.Contains(timestampSchemes, v.Scheme) {
+func tolerance(v *config.VerifyConfig) time.Duration {
+	if !slices.Contains(config.TimestampSchemes, v.Scheme) {
 		return 0
 	}
 	return v.Tolerance.D()

@@ -40,7 +40,9 @@ func (b *background) start(ctx context.Context) {
 	b.wg.Add(3)
 	go func() {
 		defer b.wg.Done()
-		b.retentionLoop(ctx)
+		// Events, deliveries and attempts older than the retention period
+		// go, a batch at a time.
+		everyUntil(ctx, retentionEvery, b.purge)
 	}()
 	every := storeCheckEvery
 	go func() {
@@ -51,7 +53,8 @@ func (b *background) start(ctx context.Context) {
 		defer b.wg.Done()
 		b.g.backlogs.run(ctx)
 	}()
-	b.wg.Go(func() { b.sampleDepthLoop(ctx) })
+	// The last hour's outbox depth, per endpoint (GET /stats).
+	b.wg.Go(func() { everyUntil(ctx, depthSampleEvery, b.sampleDepth) })
 	if c, ok := b.g.cluster(); ok {
 		b.wg.Go(func() { b.g.watchCatalog(ctx, c) })
 		b.wg.Go(func() { b.g.listenWakes(ctx, c) })
@@ -70,13 +73,12 @@ func (b *background) stop() {
 // sampled for the last hour's figures (GET /stats).
 var depthSampleEvery = 15 * time.Second
 
-// sampleDepthLoop samples each endpoint's outbox depth into the minute
-// ring until ctx ends.
-func (b *background) sampleDepthLoop(ctx context.Context) {
-	t := time.NewTicker(depthSampleEvery)
+// everyUntil runs fn at once and then every d until ctx ends.
+func everyUntil(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
-		b.sampleDepth(ctx)
+		fn(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -117,21 +119,6 @@ func (b *background) storeCheckLoop(ctx context.Context, every time.Duration) {
 		b.g.storeFailed(err)
 		if err == nil && b.g.registryStale.Load() {
 			b.g.reloadRegistry()
-		}
-	}
-}
-
-// retentionLoop removes events, deliveries and attempts older than the
-// retention period, a batch at a time.
-func (b *background) retentionLoop(ctx context.Context) {
-	t := time.NewTicker(retentionEvery)
-	defer t.Stop()
-	for {
-		b.purge(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -46,7 +47,7 @@ func TestOrphanBacklogIsNotAdoptedByEndpointRecreatedFromConfig(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
 	t.Cleanup(srv.Close)
 	g = startGateway(t, gwOptions{dir: dir, extra: fmt.Sprintf(doomedCfg, srv.URL)})
-	waitFor(t, 10*time.Second, "the old deliveries to be final", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the old deliveries to be final", func() bool {
 		for _, id := range old {
 			d, err := g.Store().GetDelivery(context.Background(), id)
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"hookgate/gateway/config"
 	"hookgate/storage"
 )
 
@@ -55,7 +56,7 @@ func (b *backlogs) findOrphans(queued []string, known func(id string) bool) {
 // to another tenant: the new endpoint must not get the old one's
 // deliveries. It blocks the start for as long as that takes;
 // other orphans are cancelled in the background (findOrphans).
-func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log *slog.Logger, queued []string) error {
+func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *config.Config, log *slog.Logger, queued []string) error {
 	if len(queued) == 0 {
 		return nil
 	}
@@ -64,7 +65,7 @@ func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *Config, log 
 		return err
 	}
 	for _, id := range queued {
-		i := slices.IndexFunc(cfg.Endpoints, func(ec EndpointConfig) bool { return ec.ID == id })
+		i := slices.IndexFunc(cfg.Endpoints, func(ec config.EndpointConfig) bool { return ec.ID == id })
 		if i < 0 {
 			continue
 		}

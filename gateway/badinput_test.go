@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -25,12 +27,12 @@ import (
 // never a crash, and never a stored partial event.
 
 // startCustom runs a gateway like startGateway does, on the config that
-// config returns for a fresh storage directory, calling tune (when not
+// yaml returns for a fresh storage directory, calling tune (when not
 // nil) between New and Start: the place to shorten a listener's timeouts.
-func startCustom(t *testing.T, config func(dir string) string, tune func(*Gateway)) *gw {
+func startCustom(t *testing.T, yaml func(dir string) string, tune func(*Gateway)) *gw {
 	t.Helper()
 	dir := t.TempDir()
-	cfg, err := ParseConfig([]byte(config(dir)), "custom.yaml", nil)
+	cfg, err := config.Parse([]byte(yaml(dir)), "custom.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,7 @@ func TestBadInputMalformedRequests(t *testing.T) {
 	if st, _, b := g.post("open", []byte(`{"id":"after-garbage"}`), nil); st != 202 {
 		t.Fatalf("after the garbage: %d %s", st, b)
 	}
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
 	if evs := eventsIn(t, g.Store()); len(evs) != 1 {
 		t.Fatalf("%d events, want only the valid one", len(evs))
 	}
@@ -296,7 +298,7 @@ func TestBadInputBodiesStoredByteForByte(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 10*time.Second, "every delivery", func() bool { return rcv.count() == len(cases) })
+	testsupport.WaitFor(t, 10*time.Second, "every delivery", func() bool { return rcv.count() == len(cases) })
 	for _, r := range rcv.all() {
 		found := false
 		for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hookgate/gateway/config"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -46,7 +47,7 @@ func Main(args []string, b Build, stdout, stderr io.Writer) int {
 		} else if fl.NArg() > 0 {
 			return unexpectedArgs(stderr, cmd, fl.Args())
 		}
-		return CheckConfig(*path, stdout, stderr)
+		return config.Check(*path, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -163,8 +164,8 @@ func serve(args []string, b Build, stderr io.Writer) int {
 
 // loadServeConfig reads the config file; when none was named and
 // ./config.yaml does not exist, the embedded default config is used.
-func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logger) (*Config, error) {
-	cfg, err := LoadConfig(path)
+func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logger) (*config.Config, error) {
+	cfg, err := config.Load(path)
 	if err == nil || explicit || embedded == nil || !errors.Is(err, fs.ErrNotExist) {
 		return cfg, err
 	}
@@ -175,7 +176,7 @@ func loadServeConfig(path string, explicit bool, embedded []byte, log *slog.Logg
 		return nil, err
 	}
 	log.Info("no config.yaml here: running on the embedded default config")
-	return ParseConfig(embedded, "embedded config.yaml", os.LookupEnv)
+	return config.Parse(embedded, "embedded config.yaml", os.LookupEnv)
 }
 
 // startCPUProfile writes a CPU profile of the whole run to path (set

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -28,7 +30,7 @@ func deliverBarrier(t *testing.T, g *gw, rcv *receiver, name string, want int) {
 	if st, _, b := g.post("open", fmt.Appendf(nil, `{"id":%q,"type":"t"}`, name), nil); st != 202 {
 		t.Fatalf("barrier: %d %s", st, b)
 	}
-	waitFor(t, 10*time.Second, "the barrier's delivery", func() bool { return rcv.count() >= want })
+	testsupport.WaitFor(t, 10*time.Second, "the barrier's delivery", func() bool { return rcv.count() >= want })
 }
 
 // A provider's retry inside the dedupe window, after a restart, gets the
@@ -43,7 +45,7 @@ func TestProviderRetryInWindowAfterRestart(t *testing.T) {
 	if st != 202 {
 		t.Fatalf("first: %d %s", st, first)
 	}
-	waitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 	g = g.restart(opts)
 	st, hdr, again := g.post("open", body, nil)
 	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
@@ -63,10 +65,11 @@ func TestProviderRetryInWindowAfterRestart(t *testing.T) {
 // retry, inside its dedupe window, gets the stored answer (naming an event
 // that is gone) and nothing is delivered again.
 func TestDedupeWindowOutlivesRetention(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{
 		extra:  fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a")),
-		config: func(c *Config) { c.Retention = Duration(time.Second) },
+		config: func(c *config.Config) { c.Retention = config.Duration(time.Second) },
 	})
 	body := []byte(`{"id":"outlives","type":"t"}`)
 	st, _, first := g.post("open", body, nil)
@@ -74,12 +77,12 @@ func TestDedupeWindowOutlivesRetention(t *testing.T) {
 		t.Fatalf("first: %d %s", st, first)
 	}
 	id := answerEventID(t, first)
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
 	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data
-	waitFor(t, 10*time.Second, "succeeded", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "succeeded", func() bool {
 		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl[0].ID, acmeToken, nil)).State == "succeeded"
 	})
-	waitFor(t, 10*time.Second, "the event to be purged", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the event to be purged", func() bool {
 		g.bg.purge(t.Context())
 		st, _, _ := g.api("GET", "/events/"+id, acmeToken, nil)
 		return st == 410
@@ -98,13 +101,14 @@ func TestDedupeWindowOutlivesRetention(t *testing.T) {
 // a retry inside the new window answers with the new event, and the
 // deliveries of both carry the same Idempotency-Key / webhook-id.
 func TestSameEventIDAfterDedupeTTLIsANewEventWithTheSameKey(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{ttl: "1s", extra: fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q}\n", rcv.url("a"))})
 	body := []byte(`{"id":"again","type":"t"}`)
 	_, _, first := g.post("open", body, nil)
 	id1 := answerEventID(t, first)
 	var second []byte
-	waitFor(t, 10*time.Second, "the window to pass", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the window to pass", func() bool {
 		st, hdr, b := g.post("open", body, nil)
 		second = b
 		return st == 202 && hdr.Get(headerReplayed) == ""
@@ -117,7 +121,7 @@ func TestSameEventIDAfterDedupeTTLIsANewEventWithTheSameKey(t *testing.T) {
 	if st != 202 || hdr.Get(headerReplayed) != "true" || string(third) != string(second) {
 		t.Fatalf("retry in the second window: %d %q %s, want %s", st, hdr.Get(headerReplayed), third, second)
 	}
-	waitFor(t, 10*time.Second, "two deliveries", func() bool { return rcv.count() >= 2 })
+	testsupport.WaitFor(t, 10*time.Second, "two deliveries", func() bool { return rcv.count() >= 2 })
 	want := storage.IdempotencyKey("acme", "open", "again")
 	for _, q := range rcv.all() {
 		if q.header.Get("Idempotency-Key") != want || q.header.Get("webhook-id") != want {

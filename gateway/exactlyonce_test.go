@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -276,9 +278,9 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 	opts := gwOptions{
 		extra: fmt.Sprintf("endpoints:\n  - {id: a, tenant: acme, url: %q, timeout: 300ms, retry: %s}\n  - {id: gx, tenant: globex, url: %q, timeout: 300ms, retry: %s}\n",
 			rcv.url("a", "v1"), retryYAML, rcv.url("gx", "v1"), retryYAML),
-		config: func(c *Config) {
-			c.Retention = Duration(5 * time.Second)
-			c.Delivery.Retry.MaxElapsed = Duration(4 * time.Second)
+		config: func(c *config.Config) {
+			c.Retention = config.Duration(5 * time.Second)
+			c.Delivery.Retry.MaxElapsed = config.Duration(4 * time.Second)
 			c.Delivery.Retry.MaxAttempts = 10
 		},
 	}
@@ -635,7 +637,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 	}
 
 	// Every request the receiver got, once nothing is live any more.
-	waitFor(t, 10*time.Second, "every delivery to be final", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "every delivery to be final", func() bool {
 		for _, st := range []string{"pending", "delivering"} {
 			code, b, err := s.admin("GET", "/deliveries?status="+st+"&limit=1", opToken, nil)
 			if err != nil || code != 200 || !bytes.Contains(b, []byte(`"data":[]`)) {
@@ -821,6 +823,7 @@ func envOr(k, def string) string {
 // receiver, deduping on Idempotency-Key, processes each logical event once
 // per endpoint; every request carries the key of its logical event.
 func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(envOr("HOOKGATE_CHAOS_SEED", ""), 10, 64); err == nil {
 		seed = v
@@ -911,7 +914,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 	}
 	setGone(true)
 	goneArmed := time.Now()
-	waitFor(t, 15*time.Second, "g to be disabled by its 410", func() bool {
+	testsupport.WaitFor(t, 15*time.Second, "g to be disabled by its 410", func() bool {
 		return must[endpointView](t, 200)(g.api("GET", "/endpoints/g", acmeToken, nil)).Disabled
 	})
 	goneSeen := time.Now()
@@ -956,7 +959,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 		}
 	}
 	var missing []pair
-	waitFor(t, 12*time.Second, "every acknowledged event at its endpoints", func() bool {
+	testsupport.WaitFor(t, 12*time.Second, "every acknowledged event at its endpoints", func() bool {
 		missing = missing[:0]
 		for _, p := range required {
 			if !rcv.isProcessed(p.ep, storage.IdempotencyKey("acme", "open", p.ev.eid)) {
@@ -972,7 +975,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 		st, b, _ := s.admin("GET", "/deliveries?event="+p.ev.gwIDs[0]+"&endpoint="+p.ep, opToken, nil)
 		t.Errorf("event %s (%v, sent %v..%v) never processed by %s: %d %s", p.ev.eid, p.ev.gwIDs, p.ev.first.Sub(start), p.ev.ok.Sub(start), p.ep, st, b)
 	}
-	waitFor(t, 10*time.Second, "every delivery to be final", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "every delivery to be final", func() bool {
 		for _, st := range []string{"pending", "delivering"} {
 			code, b, err := s.admin("GET", "/deliveries?status="+st+"&limit=1", opToken, nil)
 			if err != nil || code != 200 || !bytes.Contains(b, []byte(`"data":[]`)) {

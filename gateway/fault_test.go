@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"hookgate/internal/tmpfs"
 	"hookgate/storage"
 )
@@ -311,7 +313,7 @@ func TestFaultStoreDown(t *testing.T) {
 	}
 
 	fs.set(faultNone, storeWrites...)
-	waitFor(t, 10*time.Second, "readyz to recover", func() bool { return g.readyz() == 200 })
+	testsupport.WaitFor(t, 10*time.Second, "readyz to recover", func() bool { return g.readyz() == 200 })
 	st, hdr, b = g.post("open", body, nil)
 	if st != 202 || hdr.Get(headerReplayed) != "" {
 		t.Fatalf("ingest after recovery: %d replayed=%q %s; want a first 202", st, hdr.Get(headerReplayed), b)
@@ -325,7 +327,7 @@ func TestFaultStoreDown(t *testing.T) {
 		t.Fatalf("create endpoint after recovery: %d replayed=%q %s; a 503 must not be stored under the key", st, hdr.Get(headerReplayed), b)
 	}
 	checkWhole(t, fs.Store, 1, "down-1", "down-2")
-	waitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.byPath()["/ep"] == 2 })
+	testsupport.WaitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.byPath()["/ep"] == 2 })
 }
 
 // ambiguousIngest makes Ingest write the event and then fail (the batch
@@ -361,7 +363,7 @@ func ambiguousIngest(t *testing.T, rcv *receiver) (*gw, *faultyStore, storage.De
 func TestFaultStoreIngestAmbiguous(t *testing.T) {
 	rcv := newReceiver(t)
 	_, fs, d := ambiguousIngest(t, rcv)
-	waitFor(t, 10*time.Second, "the delivery of the ambiguous event", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the delivery of the ambiguous event", func() bool {
 		got, err := fs.Store.GetDelivery(context.Background(), d.ID)
 		return err == nil && got.State == storage.StateSucceeded
 	})
@@ -376,7 +378,7 @@ func TestFaultStoreIngestAmbiguous(t *testing.T) {
 func TestFaultStoreAmbiguousAcceptDeliversPromptly(t *testing.T) {
 	rcv := newReceiver(t)
 	ambiguousIngest(t, rcv)
-	waitFor(t, 10*time.Second, "the delivery of the ambiguous event", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery of the ambiguous event", func() bool { return rcv.count() == 1 })
 }
 
 // TestFaultStoreClaimAndComplete: while Claim fails, a delivery waiting in
@@ -386,21 +388,22 @@ func TestFaultStoreAmbiguousAcceptDeliversPromptly(t *testing.T) {
 // stays under the attempt's lease, and an operator's retry is refused (409
 // with Retry-After) until the lease ends.
 func TestFaultStoreClaimAndComplete(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")))
 	rcv.failAt("ep", true)
 	st, _, b := g.post("open", []byte(`{"id":"claim-1"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "the first, failed attempt", func() bool { return rcv.countAt("ep") == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the first, failed attempt", func() bool { return rcv.countAt("ep") == 1 })
 	fs.set(faultBefore, "Claim")
 	rcv.failAt("ep", false)
-	waitFor(t, 10*time.Second, "failed claims", func() bool { return fs.failures("Claim") >= 2 })
+	testsupport.WaitFor(t, 10*time.Second, "failed claims", func() bool { return fs.failures("Claim") >= 2 })
 	ds := deliveriesOf(t, fs.Store, evt)
 	if len(ds) != 1 || ds[0].State != storage.StatePending || ds[0].AttemptCount != 1 || rcv.countAt("ep") != 1 {
 		t.Fatalf("while Claim fails: %+v, %d requests; want pending after its one attempt", ds, rcv.countAt("ep"))
 	}
 	fs.set(faultNone, "Claim")
-	waitFor(t, 10*time.Second, "the retry after Claim recovers", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the retry after Claim recovers", func() bool {
 		d, err := fs.Store.GetDelivery(context.Background(), ds[0].ID)
 		return err == nil && d.State == storage.StateSucceeded && d.AttemptCount == 2 && rcv.countAt("ep") == 2
 	})
@@ -408,7 +411,7 @@ func TestFaultStoreClaimAndComplete(t *testing.T) {
 	fs.set(faultBefore, "Complete")
 	st, _, b = g.post("open", []byte(`{"id":"complete-1"}`), nil)
 	evt = must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "a failed Complete", func() bool { return fs.failures("Complete") >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "a failed Complete", func() bool { return fs.failures("Complete") >= 1 })
 	ds = deliveriesOf(t, fs.Store, evt)
 	if len(ds) != 1 || ds[0].State == storage.StateSucceeded || ds[0].AttemptCount != 0 || rcv.countAt("ep") != 3 {
 		t.Fatalf("after a failed Complete: %+v; want not delivered, no attempt counted", ds)
@@ -465,7 +468,7 @@ func TestFaultStoreAdminWrites(t *testing.T) {
 		t.Fatalf("ingest to a source whose creation failed: %d %s", st, b)
 	}
 	g.post("open", []byte(`{"id":"after-failed-patch"}`), nil)
-	waitFor(t, 10*time.Second, "a delivery to the unchanged URL", func() bool { return rcv.byPath()["/ep"] == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "a delivery to the unchanged URL", func() bool { return rcv.byPath()["/ep"] == 1 })
 	if rcv.byPath()["/moved"] != 0 {
 		t.Fatal("a failed PATCH moved deliveries to the new URL")
 	}
@@ -511,7 +514,7 @@ func TestFaultHelperGatewayProcess(t *testing.T) {
 	if text == "" {
 		t.Skip("helper process of the full-disk tests; runs only when they start it")
 	}
-	cfg, err := ParseConfig([]byte(text), "child.yaml", nil)
+	cfg, err := config.Parse([]byte(text), "child.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +722,7 @@ func TestFaultFullDiskNeverAcksUnpersisted(t *testing.T) {
 	if st, _, b := do(t, req); st != 202 {
 		t.Fatalf("ingest with room again: %d %s", st, b)
 	}
-	waitFor(t, 15*time.Second, "the delivery of the new event", func() bool {
+	testsupport.WaitFor(t, 15*time.Second, "the delivery of the new event", func() bool {
 		for _, r := range rcv.all() {
 			if string(r.body) == `{"id":"after-room"}` {
 				return true
@@ -744,7 +747,7 @@ func TestFaultFullDiskAnswers503AndRecovers(t *testing.T) {
 		t.Fatalf("readyz on a full disk: %d %s", st, b)
 	}
 	tmpfs.Resize(t, dir, roomyDiskSize)
-	waitFor(t, 10*time.Second, "readyz to recover", func() bool { st, _, _ := c.adminGet(t, "/readyz"); return st == 200 })
+	testsupport.WaitFor(t, 10*time.Second, "readyz to recover", func() bool { st, _, _ := c.adminGet(t, "/readyz"); return st == 200 })
 	req, _ := http.NewRequest(http.MethodPost, "http://"+c.public+"/ingest/open", strings.NewReader(`{"id":"after-room"}`))
 	if st, _, b := do(t, req); st != 202 {
 		t.Fatalf("ingest with room again: %d %s", st, b)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"hookgate/gateway/config"
 	"hookgate/inbound"
 	"hookgate/outbound"
 	"hookgate/storage"
@@ -66,7 +67,7 @@ type dispatcher interface {
 
 // Gateway is a running hookgate.
 type Gateway struct {
-	cfg     *Config
+	cfg     *config.Config
 	opts    Options
 	log     *slog.Logger
 	store   storage.Store
@@ -103,7 +104,7 @@ type Gateway struct {
 // and endpoints, and builds the servers and the dispatcher. Nothing is
 // served until Start (connections wait in the listen queue); Shutdown
 // closes what New made.
-func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -160,7 +161,7 @@ func (g *Gateway) unbind() {
 }
 
 // openStore opens the configured storage engine.
-func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (storage.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (storage.Store, error) {
 	switch cfg.Storage.Driver {
 	case "postgres":
 		ctx, cancel := context.WithTimeout(ctx, postgresOpenTimeout)
@@ -180,52 +181,8 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (storage.Stor
 // that cannot reach it refuses to start, saying why.
 const postgresOpenTimeout = 30 * time.Second
 
-// devAdminToken is the fallback token of the root config.yaml, for local
-// trials: a gateway refuses it on an admin listener that is not loopback.
-const devAdminToken = "dev-admin-token"
-
-// minExposedToken is the shortest admin token accepted on an admin
-// listener reachable from other hosts: 16 bytes, 128 bits if random (a
-// short token there can be guessed; on loopback it guards a local trial).
-const minExposedToken = 16
-
-// exposedWeakToken returns the index of the first weak token in a's tokens
-// (the trial token, or one shorter than minExposedToken) and why it is
-// refused, when a's listener is reachable from other hosts; else -1 (also
-// for an address that does not parse: that is reported as such). The
-// reason never quotes a configured token.
-func exposedWeakToken(a AdminConfig) (int, string) {
-	host, _, err := net.SplitHostPort(a.Listen)
-	if ip := net.ParseIP(host); err != nil || host == "localhost" || (ip != nil && ip.IsLoopback()) {
-		return -1, ""
-	}
-	for i, t := range a.Tokens {
-		switch {
-		case t.Token == devAdminToken:
-			return i, "the trial token " + devAdminToken + " is refused on a non-loopback admin.listen; set HOOKGATE_ADMIN_TOKEN"
-		case t.Token != "" && len(t.Token) < minExposedToken:
-			return i, fmt.Sprintf("a token of %d bytes is refused on a non-loopback admin.listen: at least %d are required (openssl rand -hex 32 makes one)", len(t.Token), minExposedToken)
-		}
-	}
-	return -1, ""
-}
-
-// checkAdminExposure fails closed when a weak token would guard an admin
-// listener reachable from other hosts. ParseConfig reports the same as a
-// config error with its line, so that check-config refuses what serve
-// would; this is the last line of defence for a Config built otherwise.
-func checkAdminExposure(cfg *Config) error {
-	if _, _, err := net.SplitHostPort(cfg.Admin.Listen); err != nil {
-		return fmt.Errorf("admin.listen: %w", err)
-	}
-	if i, why := exposedWeakToken(cfg.Admin); i >= 0 {
-		return fmt.Errorf("admin.tokens[%d].token: %s", i, why)
-	}
-	return nil
-}
-
 func (g *Gateway) init(ctx context.Context) error {
-	if err := checkAdminExposure(g.cfg); err != nil {
+	if err := config.CheckAdminExposure(g.cfg); err != nil {
 		return err
 	}
 	queued, err := g.applyConfigOnce(ctx)
@@ -485,7 +442,7 @@ func (g *Gateway) writeHeapProfile(path string) {
 }
 
 // Run starts a gateway and serves until ctx is done, then shuts it down.
-func Run(ctx context.Context, cfg *Config, opts Options) error {
+func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	g, err := New(ctx, cfg, opts)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/config"
 	"hookgate/storage"
 )
 
@@ -71,7 +72,7 @@ type gwOptions struct {
 	postgres bool
 	// config changes the parsed config, past its validation: values a
 	// config file may not have but a test needs (a retention of seconds).
-	config func(*Config)
+	config func(*config.Config)
 	// poll is the dispatcher's idle poll (Options.DeliveryPoll).
 	poll time.Duration
 }
@@ -98,7 +99,7 @@ func tryStartGateway(t *testing.T, o gwOptions) (*gw, error) {
 		o.ttl = "72h"
 	}
 	yml := onEngine(t, fmt.Sprintf(testConfig, o.dir, o.ttl, testSecret, o.extra), o.dir, o.postgres)
-	cfg, err := ParseConfig([]byte(yml), "test.yaml", nil)
+	cfg, err := config.Parse([]byte(yml), "test.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,18 +179,6 @@ func signSW(id string, ts time.Time, body []byte) map[string]string {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // syncBuffer collects logs from many goroutines.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -212,7 +201,7 @@ func (b *syncBuffer) String() string {
 // listener, no dispatcher): fuzz targets call its apps directly.
 func newIdleGateway(tb testing.TB, extra string) *Gateway {
 	tb.Helper()
-	cfg, err := ParseConfig(fmt.Appendf(nil, testConfig, tb.TempDir(), "72h", testSecret, extra), "fuzz.yaml", nil)
+	cfg, err := config.Parse(fmt.Appendf(nil, testConfig, tb.TempDir(), "72h", testSecret, extra), "fuzz.yaml", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"hookgate/internal/testsupport"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -53,7 +54,7 @@ sources:
 	if st, _, b := g.post("open", []byte(`{"id":"e1"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
-	waitFor(t, 10*time.Second, "the delivery to arrive", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the delivery to arrive", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(hosts) > 0

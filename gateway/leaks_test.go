@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"hookgate/internal/testsupport"
 	"io"
 	"net/http"
 	"strings"
@@ -67,7 +68,7 @@ func TestLogsAndMetricsCarryNoPayloadOrCredential(t *testing.T) {
 	wantProblem(t, "wrong token", 401, "")(g.api("GET", "/events", "operator-tokenn", nil))
 
 	// Every acme event reaches ok-ep, fails for good at the other two.
-	waitFor(t, 20*time.Second, "deliveries to end", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "deliveries to end", func() bool {
 		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data
 		done := 0
 		for _, d := range ds {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"hookgate/internal/testsupport"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +20,10 @@ func TestManagePatchURLAndHeadersApplyToRetryingDelivery(t *testing.T) {
 	rcv.failing.Store(true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, headers: {X-Old: o}, retry: %s}\n", rcv.url("a"), slowRetry)})
 	g.post("open", []byte(`{"id":"p-1","type":"t"}`), nil)
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	rcv.failing.Store(false)
 	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"url": rcv.url("b"), "headers": map[string]string{"X-New": "n"}}))
-	waitFor(t, 10*time.Second, "the retry at the new url", func() bool { return rcv.countAt("b") >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the retry at the new url", func() bool { return rcv.countAt("b") >= 1 })
 	var first, got recorded
 	for _, q := range rcv.all() {
 		if q.path == "/a" && first.path == "" {
@@ -51,12 +52,12 @@ func TestManageRotateTwiceWhileRetrying(t *testing.T) {
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, retry: %s}\n", rcv.url("a"), slowRetry)})
 	s0 := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)).Secret
 	g.post("open", []byte(`{"id":"r-1","type":"t"}`), nil)
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	s1 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
 	s2 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
 	n := rcv.countAt("a")
 	rcv.failing.Store(false)
-	waitFor(t, 10*time.Second, "the retry after the rotations", func() bool { return rcv.countAt("a") > n })
+	testsupport.WaitFor(t, 10*time.Second, "the retry after the rotations", func() bool { return rcv.countAt("a") > n })
 	got := rcv.all()[n]
 	if k := len(strings.Fields(got.header.Get("webhook-signature"))); k != 3 {
 		t.Fatalf("%d signatures after two rotations in the grace, want 3: %q", k, got.header.Get("webhook-signature"))
@@ -78,15 +79,16 @@ func TestManageRotateTwiceWhileRetrying(t *testing.T) {
 // After a short grace, only the new secret signs, also for a delivery that
 // was created (and failed) before the rotation.
 func TestManageRotateGraceEnds(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	rcv.failing.Store(true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, retry: {initial_interval: 1500ms, max_interval: 1500ms, multiplier: 1, randomization: 0, max_attempts: 50, max_elapsed: 1m}}\n", rcv.url("a"))})
 	g.post("open", []byte(`{"id":"g-1","type":"t"}`), nil)
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	s1 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, jsonMap{"grace": "500ms"})).Secret
 	rcv.failing.Store(false)
 	start := time.Now()
-	waitFor(t, 10*time.Second, "the retry", func() bool { return rcv.countAt("a") >= 2 })
+	testsupport.WaitFor(t, 10*time.Second, "the retry", func() bool { return rcv.countAt("a") >= 2 })
 	got := rcv.all()[1]
 	if time.Since(start) < 500*time.Millisecond {
 		t.Skip("the retry came inside the grace")
@@ -99,14 +101,15 @@ func TestManageRotateGraceEnds(t *testing.T) {
 
 // A PATCH of timeout applies to the next attempt of a retrying delivery.
 func TestManagePatchTimeoutAppliesToRetry(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	rcv.delay.Store(int64(400 * time.Millisecond))
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, timeout: 100ms, retry: %s}\n", rcv.url("a"), slowRetry)})
 	st, _, b := g.post("open", []byte(`{"id":"t-1","type":"t"}`), nil)
 	evID := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "a timed-out attempt", func() bool { return rcv.countAt("a") >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "a timed-out attempt", func() bool { return rcv.countAt("a") >= 1 })
 	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"timeout": "2s"}))
-	waitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
 		ev := must[eventView](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil))
 		return ev.Deliveries != nil && len(*ev.Deliveries) == 1 && (*ev.Deliveries)[0].State == "succeeded"
 	})

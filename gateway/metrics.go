@@ -104,9 +104,11 @@ func (m *metrics) ingest(source, outcome string) {
 // outboxCollector reports the outbox gauges at scrape time from the store,
 // so they are true after a restart too.
 type outboxCollector struct {
-	store storage.Store
-	live  *prometheus.Desc
-	due   *prometheus.Desc
+	store    storage.Store
+	live     *prometheus.Desc
+	due      *prometheus.Desc
+	oldest   *prometheus.Desc
+	disabled *prometheus.Desc
 }
 
 // outboxCountLimit bounds the count per endpoint and scrape.
@@ -114,15 +116,19 @@ const outboxCountLimit = 100_000
 
 func newOutboxCollector(s storage.Store) *outboxCollector {
 	return &outboxCollector{
-		store: s,
-		live:  prometheus.NewDesc("hookgate_outbox_pending", "Deliveries of the endpoint not yet succeeded, failed or cancelled (pending or in flight), counted up to 100000.", []string{"endpoint"}, nil),
-		due:   prometheus.NewDesc("hookgate_outbox_due", "Of those, deliveries due now (waiting for a slot, the rate limit or a paused endpoint), counted up to 100000.", []string{"endpoint"}, nil),
+		store:    s,
+		live:     prometheus.NewDesc("hookgate_outbox_pending", "Deliveries of the endpoint not yet succeeded, failed or cancelled (pending or in flight), counted up to 100000.", []string{"endpoint"}, nil),
+		due:      prometheus.NewDesc("hookgate_outbox_due", "Of those, deliveries due now (waiting for a slot, the rate limit or a paused endpoint), counted up to 100000.", []string{"endpoint"}, nil),
+		oldest:   prometheus.NewDesc("hookgate_outbox_oldest_due_seconds", "How long the endpoint's earliest due delivery has been waiting past its due time (0 when none is overdue): grows while the endpoint is paused, disabled or cannot keep up.", []string{"endpoint"}, nil),
+		disabled: prometheus.NewDesc("hookgate_endpoint_disabled", "1 while the endpoint is disabled (by a 410 answer or an operator), else 0: a disabled endpoint's deliveries wait until it is enabled again.", []string{"endpoint"}, nil),
 	}
 }
 
 func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.live
 	ch <- c.due
+	ch <- c.oldest
+	ch <- c.disabled
 }
 
 func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
@@ -140,6 +146,12 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(live), ep.ID)
 		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due), ep.ID)
+		ch <- prometheus.MustNewConstMetric(c.disabled, prometheus.GaugeValue, map[bool]float64{true: 1}[ep.Disabled], ep.ID)
+		var overdue time.Duration
+		if next, ok, err := c.store.NextDue(ctx, ep.ID); err == nil && ok && due > 0 {
+			overdue = max(0, now.Sub(next))
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, overdue.Seconds(), ep.ID)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
 
@@ -72,5 +73,5 @@ func TestIngestPanicDoesNotLeakADeliverySlot(t *testing.T) {
 	wantProblem(t, "ingest that panics", 500, "")(g.post("open", []byte(`{"id":"slot-1","type":"t"}`), nil))
 	ps.on.Store(false)
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"slot-2","type":"t"}`), nil))
-	waitFor(t, 10*time.Second, "both events' deliveries", func() bool { return rcv.count() == 2 })
+	testsupport.WaitFor(t, 10*time.Second, "both events' deliveries", func() bool { return rcv.count() == 2 })
 }

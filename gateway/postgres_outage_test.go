@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"io"
 	"net"
 	"net/http"
@@ -114,7 +116,7 @@ func TestPostgresOutageIs503ThenRecovers(t *testing.T) {
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{dir: dir, postgres: true,
 		extra:  fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("hook")),
-		config: func(c *Config) { c.Storage.Postgres.DSN = proxied }})
+		config: func(c *config.Config) { c.Storage.Postgres.DSN = proxied }})
 	acked := map[string]bool{}
 	post := func(id string) (int, http.Header) {
 		st, hdr, _ := g.post("open", fmt.Appendf(nil, `{"id":%q,"type":"t"}`, id), nil)
@@ -150,14 +152,14 @@ func TestPostgresOutageIs503ThenRecovers(t *testing.T) {
 	}
 
 	proxy.up()
-	waitFor(t, 30*time.Second, "ingest to work again", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "ingest to work again", func() bool {
 		st, _ := post(fmt.Sprint("after-", time.Now().UnixNano()))
 		return st == http.StatusAccepted
 	})
 	if st := readyz(); st != http.StatusOK {
 		t.Fatalf("/readyz with the database back: %d, want 200", st)
 	}
-	waitFor(t, 30*time.Second, "every acknowledged event delivered", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "every acknowledged event delivered", func() bool {
 		got := map[string]bool{}
 		for _, r := range rcv.all() {
 			if i := strings.Index(string(r.body), `"id":"`); i >= 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/config"
 	"hookgate/storage"
 )
 
@@ -81,7 +82,7 @@ func TestClaimOfADeadProcessIsReleasedWhenTheEndpointTimeoutIsBelowTheDefault(t 
 	opts := gwOptions{
 		grace:  100 * time.Millisecond,
 		extra:  fmt.Sprintf("endpoints:\n  - {id: quick, tenant: acme, url: %q, timeout: 5s}\n", srv.URL+"/hook"),
-		config: func(c *Config) { c.Delivery.Timeout = Duration(20 * time.Minute) },
+		config: func(c *config.Config) { c.Delivery.Timeout = config.Duration(20 * time.Minute) },
 	}
 	crashing := opts
 	crashing.wrapStore = func(s storage.Store) storage.Store { return diesBeforeRelease{s} }

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"log/slog"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 // (it deleted them: they never reached the replayable failed state, and
 // GET /deliveries/{id} answered 404).
 func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *testing.T) {
+	t.Parallel()
 	rc := newReceiver(t)
 	rc.failAt("api", true)
 	g := startGateway(t, gwOptions{})
@@ -38,7 +41,7 @@ func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *test
 		t.Fatalf("deliveries: %+v", evs.Data)
 	}
 	dlv := evs.Data[0].ID
-	waitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rc.countAt("api") > 0 })
+	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rc.countAt("api") > 0 })
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +61,7 @@ delivery:
 sources:
   - {id: open, tenant: acme, verify: {scheme: none}, event_id: json:/id, event_type: json:/type}
 `, g.dir)
-	cfg, err := ParseConfig([]byte(yaml), "config.yaml", nil)
+	cfg, err := config.Parse([]byte(yaml), "config.yaml", nil)
 	if err != nil {
 		t.Fatalf("the lowered config is refused by check-config: %v", err)
 	}
@@ -78,10 +81,10 @@ sources:
 
 	// The delivery goes on retrying in its one-hour window...
 	n := rc.countAt("api")
-	waitFor(t, 10*time.Second, "retries after the restart", func() bool { return rc.countAt("api") > n+2 })
+	testsupport.WaitFor(t, 10*time.Second, "retries after the restart", func() bool { return rc.countAt("api") > n+2 })
 	// ...past the new retention, then the minute's sweep runs.
 	received := time.Now()
-	waitFor(t, 10*time.Second, "the event to pass retention (3s)", func() bool { return time.Since(received) > 4*time.Second })
+	testsupport.WaitFor(t, 10*time.Second, "the event to pass retention (3s)", func() bool { return time.Since(received) > 4*time.Second })
 	h2.bg.purge(t.Context())
 
 	st, _, body = h2.api("GET", "/deliveries/"+dlv, opToken, nil)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"hookgate/outbound"
 	"hookgate/storage"
 )
@@ -72,7 +74,7 @@ func TestSecurityAdminTokens(t *testing.T) {
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep"))})
 	st, _, b := g.post("open", []byte(`{"id":"e1"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
 	dlv := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data[0].ID
 	rpl := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "open", "status": "cancelled"})).ID
 	before := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
@@ -149,7 +151,7 @@ func TestSecurityTenantIsolationGaps(t *testing.T) {
 	gEvt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	st, _, b = g.post("open", []byte(`{"id":"a1"}`), nil)
 	aEvt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	waitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.count() == 2 })
+	testsupport.WaitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.count() == 2 })
 	gDlv := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+gEvt, opToken, nil)).Data[0].ID
 	gRpl := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other", "status": "cancelled"})).ID
 
@@ -308,7 +310,7 @@ endpoints:
 	// Deliveries: signed with every endpoint secret, to a receiver that
 	// fails (warnings) and to a URL that refuses connections.
 	keep("publish", 202)(g.api("POST", "/events", acmeToken, jsonMap{"source": "open", "type": "t", "payload": jsonMap{"id": "p1"}}))
-	waitFor(t, 10*time.Second, "failed attempts and deliveries", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "failed attempts and deliveries", func() bool {
 		failed := map[string]bool{}
 		for _, d := range must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
 			if d.AttemptCount >= 2 && d.State != "succeeded" {
@@ -330,7 +332,7 @@ endpoints:
 		keep("event", 200)(g.api("GET", "/events/"+ev.ID, opToken, nil))
 	}
 	// Config errors with secrets in the wrong places.
-	_, err = ParseConfig(fmt.Appendf(nil, `
+	_, err = config.Parse(fmt.Appendf(nil, `
 admin: {tokens: [{token: %q}, {token: %q}]}
 sources:
   - {id: a, verify: {scheme: standard-webhooks, secrets: [%q]}}
@@ -439,7 +441,7 @@ endpoints:
 	st, _, b := g.post("open", []byte(`{"id":"ssrf"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var ds []deliveryView
-	waitFor(t, 15*time.Second, "every delivery to fail", func() bool {
+	testsupport.WaitFor(t, 15*time.Second, "every delivery to fail", func() bool {
 		ds = must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data
 		for _, d := range ds {
 			if d.State != "failed" {
@@ -476,6 +478,7 @@ func stripeHeader(secret string, ts time.Time, body []byte) map[string]string {
 // 401, as is a never-seen event signed outside the tolerance, and neither
 // stores anything.
 func TestSecurityReplayOutsideTolerance(t *testing.T) {
+	t.Parallel()
 	stripeSecret := newSecret("whsec_")
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf(`  - id: sw-fast
     tenant: acme
@@ -502,7 +505,7 @@ func TestSecurityReplayOutsideTolerance(t *testing.T) {
 		if st, _, b := g.post(c.source, body, hdr); st != 202 {
 			t.Fatalf("%s: fresh request %d %s", c.source, st, b)
 		}
-		waitFor(t, 10*time.Second, c.source+" replay to be refused", func() bool {
+		testsupport.WaitFor(t, 10*time.Second, c.source+" replay to be refused", func() bool {
 			st, _, _ := g.post(c.source, body, hdr)
 			return st == 401
 		})
@@ -525,12 +528,12 @@ func TestSecurityReplayOutsideTolerance(t *testing.T) {
 // token is refused when the admin listener is reachable from other hosts.
 func TestSecurityTrialTokenOnlyOnLoopback(t *testing.T) {
 	for listen, ok := range map[string]bool{"127.0.0.1:8081": true, "localhost:8081": true, "[::1]:8081": true, ":8081": false, "0.0.0.0:8081": false, "10.1.2.3:8081": false} {
-		cfg := &Config{Admin: AdminConfig{Listen: listen, Tokens: []TokenConfig{{Token: devAdminToken}}}}
-		if err := checkAdminExposure(cfg); (err == nil) != ok {
+		cfg := &config.Config{Admin: config.AdminConfig{Listen: listen, Tokens: []config.TokenConfig{{Token: config.DevAdminToken}}}}
+		if err := config.CheckAdminExposure(cfg); (err == nil) != ok {
 			t.Errorf("%s: %v", listen, err)
 		}
 		cfg.Admin.Tokens[0].Token = "a-real-secret-token"
-		if err := checkAdminExposure(cfg); err != nil {
+		if err := config.CheckAdminExposure(cfg); err != nil {
 			t.Errorf("%s with a real token: %v", listen, err)
 		}
 	}

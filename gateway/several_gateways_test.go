@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"hookgate/internal/pgtest"
+	"hookgate/internal/testsupport"
 	"hookgate/outbound"
 	"hookgate/storage/postgres"
 	"hookgate/storage/storagetest"
@@ -60,7 +61,7 @@ func TestClusterSameEventOnTwoGatewaysIsOneEvent(t *testing.T) {
 	if len(evs.Data) != 1 {
 		t.Fatalf("%d events stored for one provider event ID, want 1", len(evs.Data))
 	}
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() >= 1 })
 }
 
 // Every delivery is sent by one gateway: events ingested through both
@@ -76,7 +77,7 @@ func TestClusterEachDeliverySentOnce(t *testing.T) {
 			t.Fatalf("ingest %d: %d %s", i, st, b)
 		}
 	}
-	waitFor(t, 20*time.Second, "every delivery", func() bool { return rcv.count() >= n })
+	testsupport.WaitFor(t, 20*time.Second, "every delivery", func() bool { return rcv.count() >= n })
 	keys := map[string]int{}
 	for _, r := range rcv.all() {
 		keys[r.header.Get("Idempotency-Key")]++
@@ -101,7 +102,7 @@ func TestClusterAdminChangeSeenByPeers(t *testing.T) {
 		map[string]any{"id": "late", "tenant": "acme", "url": rcv.url("late")}))
 	created := time.Now()
 	i := 0
-	waitFor(t, 10*time.Second, "the other gateway to fan out to the new endpoint", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the other gateway to fan out to the new endpoint", func() bool {
 		i++
 		st, _, b := gws[1].post("open", fmt.Appendf(nil, `{"id":"probe-%d","type":"t"}`, i), nil)
 		if st != http.StatusAccepted {
@@ -117,7 +118,7 @@ func TestClusterAdminChangeSeenByPeers(t *testing.T) {
 	if took := time.Since(created); took > 2*time.Second {
 		t.Logf("the change took %v to reach the other gateway (SPEC: within 2 s; this machine may be loaded)", took)
 	}
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() >= 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() >= 1 })
 }
 
 // Gateways started at once with the same config.yaml apply it once: an
@@ -179,7 +180,7 @@ func TestClusterMaxInFlightIsShared(t *testing.T) {
 			t.Fatalf("ingest %d: %d %s", i, st, b)
 		}
 	}
-	waitFor(t, 30*time.Second, "every delivery", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "every delivery", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return served >= n
@@ -211,7 +212,7 @@ func TestClusterRateLimitIsShared(t *testing.T) {
 	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: paced, tenant: acme, url: %q, rate_limit: 10}\n", rcv.url("hook")))
 	const n = 25
 	ingestEach(t, gws, "rate", n)
-	waitFor(t, 30*time.Second, "every delivery", func() bool { return rcv.count() >= n })
+	testsupport.WaitFor(t, 30*time.Second, "every delivery", func() bool { return rcv.count() >= n })
 	reqs := rcv.all()
 	// At 10/s with a bucket of one, 25 requests span at least 2.4 s; two
 	// gateways pacing each on its own would send them in half that.
@@ -229,7 +230,7 @@ func TestClusterCircuitIsShared(t *testing.T) {
 	rcv.failing.Store(true)
 	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: down, tenant: acme, url: %q, max_in_flight: 1}\n", rcv.url("hook")))
 	ingestEach(t, gws, "circuit", 20)
-	waitFor(t, 10*time.Second, "the failures that open the circuit", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the failures that open the circuit", func() bool {
 		return rcv.count() >= outbound.DefaultCircuitFailures
 	})
 	// Five failures in a row open it; the attempt in flight at that moment
@@ -244,7 +245,7 @@ func TestClusterCircuitIsShared(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // observing that nothing arrives, not waiting for something
 	}
 	rcv.failing.Store(false)
-	waitFor(t, 30*time.Second, "the probe after the cool-down, then every delivery", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "the probe after the cool-down, then every delivery", func() bool {
 		return rcv.count() >= 20+outbound.DefaultCircuitFailures
 	})
 }
@@ -265,7 +266,7 @@ func TestClusterRetryAfterHoldIsShared(t *testing.T) {
 	})
 	gws := startCluster(t, 2, fmt.Sprintf("endpoints:\n  - {id: busy, tenant: acme, url: %q, max_in_flight: 1, retry: {initial_interval: 20ms, max_interval: 10s, multiplier: 2, max_attempts: 5, max_elapsed: 1m}}\n", rcv.url("hook")))
 	ingestEach(t, gws, "hold", 6)
-	waitFor(t, 30*time.Second, "every delivery after the pause", func() bool { return rcv.count() >= 7 })
+	testsupport.WaitFor(t, 30*time.Second, "every delivery after the pause", func() bool { return rcv.count() >= 7 })
 	reqs := rcv.all()
 	// With max_in_flight 1 across both gateways, only the first request can
 	// be in flight when the 429 comes: every other waits out the pause.
@@ -288,7 +289,7 @@ func TestClusterNewDeliveriesWakeTheOtherGateways(t *testing.T) {
 	// Its first catalog check reloads the catalog and wakes every loop;
 	// nothing writes the catalog after it, so nothing else wakes them.
 	started := g.reg.snap.Load()
-	waitFor(t, 10*time.Second, "the first catalog check", func() bool { return g.reg.snap.Load() != started })
+	testsupport.WaitFor(t, 10*time.Second, "the first catalog check", func() bool { return g.reg.snap.Load() != started })
 
 	peer, err := postgres.Open(context.Background(), testDSN(t, dir), postgres.Options{MaxConns: 2})
 	if err != nil {
@@ -301,7 +302,7 @@ func TestClusterNewDeliveriesWakeTheOtherGateways(t *testing.T) {
 	}
 	// The gateway hears announcements once its connection for them is
 	// up: until the delivery arrives, announce again.
-	waitFor(t, 20*time.Second, "the delivery, woken by the announcement", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the delivery, woken by the announcement", func() bool {
 		peer.Announce("woken")
 		return rcv.count() > 0
 	})
@@ -316,7 +317,7 @@ func TestClusterNewDeliveriesWakeTheOtherGateways(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-listened })
 	i := 0
-	waitFor(t, 20*time.Second, "the gateway's announcement of its ingest", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the gateway's announcement of its ingest", func() bool {
 		ingestEach(t, []*gw{g}, fmt.Sprintf("announced-%d", i), 1)
 		i++
 		return heard.Load()

@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 	"net/http"
 	"strconv"
 	"strings"
@@ -124,6 +126,7 @@ func subCheck(t *testing.T, what string, q recorded, key string, body []byte, ct
 // through every way hookgate sends it again and checks each request at
 // the subscriber with an independent Standard Webhooks verifier.
 func TestSubscriberSeesSpecHeadersOnEveryResend(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t)
 	rcv.failNext(2) // two automatic retries before the first 200
 	extra := fmt.Sprintf(`
@@ -153,7 +156,7 @@ endpoints:
 	var acc struct{ ID string }
 	_ = json.Unmarshal(ans, &acc)
 
-	waitFor(t, 10*time.Second, "3 attempts", func() bool { return rcv.count() >= 3 })
+	testsupport.WaitFor(t, 10*time.Second, "3 attempts", func() bool { return rcv.count() >= 3 })
 	reqs := rcv.all()
 	key := reqs[0].header.Get("Idempotency-Key")
 	if !strings.HasPrefix(key, "msg_") {
@@ -176,14 +179,14 @@ endpoints:
 		t.Fatalf("deliveries %v", dls)
 	}
 	dlv := dls[0].(jsonMap)["id"].(string)
-	waitFor(t, 5*time.Second, "succeeded", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "succeeded", func() bool {
 		d := must[jsonMap](t, 200)(g.api("GET", "/deliveries/"+dlv, opToken, nil))
 		return d["state"] == "succeeded"
 	})
 
 	next := func(what string, n int) recorded {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() bool { return rcv.count() >= n })
+		testsupport.WaitFor(t, 10*time.Second, what, func() bool { return rcv.count() >= n })
 		return rcv.all()[n-1]
 	}
 	n := 3
@@ -220,7 +223,7 @@ endpoints:
 
 	// Restart, then retry.
 	g = g.restart(gwOptions{extra: extra})
-	waitFor(t, 5*time.Second, "settled", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "settled", func() bool {
 		d := must[apiList[jsonMap]](t, 200)(g.api("GET", "/deliveries?status=pending", opToken, nil))
 		return len(d.Data) == 0
 	})
@@ -260,7 +263,7 @@ endpoints:
 	}
 
 	// After the grace: only the new secret.
-	waitFor(t, 10*time.Second, "the grace to end", func() bool { return time.Now().After(graceEnds.Add(1100 * time.Millisecond)) })
+	testsupport.WaitFor(t, 10*time.Second, "the grace to end", func() bool { return time.Now().After(graceEnds.Add(1100 * time.Millisecond)) })
 	must[jsonMap](t, 202)(g.api("POST", "/deliveries/"+dlv+"/retry", opToken, nil))
 	n++
 	q = next("retry after grace", n)
@@ -286,7 +289,7 @@ endpoints:
 
 	// The original delivery's attempts, as recorded, are the requests
 	// the subscriber got with its hookgate-attempt numbers and timestamps.
-	waitFor(t, 5*time.Second, "the last attempt recorded", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the last attempt recorded", func() bool {
 		d := must[jsonMap](t, 200)(g.api("GET", "/deliveries/"+dlv, opToken, nil))
 		return d["state"] == "succeeded" && int(d["attempt_count"].(float64)) == 8
 	})
@@ -322,7 +325,7 @@ endpoints:
 // Content-Type as sent, and a signature over exactly those bytes.
 func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 	rcv := newReceiver(t)
-	g := startGateway(t, gwOptions{extra: subEndpointConfig(rcv), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g := startGateway(t, gwOptions{extra: subEndpointConfig(rcv), config: func(c *config.Config) { c.Server.MaxBody = 1 << 20 }})
 
 	big := make([]byte, 1<<20)
 	seed := uint64(53)
@@ -347,7 +350,7 @@ func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 		{"max body", "application/octet-stream", big},
 	}
 	want := map[string]int{}
-	g = g.restart(gwOptions{extra: subEndpointConfig(rcv), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g = g.restart(gwOptions{extra: subEndpointConfig(rcv), config: func(c *config.Config) { c.Server.MaxBody = 1 << 20 }})
 	for i, c := range cases {
 		req, err := http.NewRequest("POST", "http://"+g.PublicAddr()+"/ingest/open", bytes.NewReader(c.body))
 		if err != nil {
@@ -361,7 +364,7 @@ func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 		}
 		want[string(c.body)] = i
 	}
-	waitFor(t, 20*time.Second, "every delivery", func() bool { return rcv.count() >= len(want) })
+	testsupport.WaitFor(t, 20*time.Second, "every delivery", func() bool { return rcv.count() >= len(want) })
 	for _, q := range rcv.all() {
 		i, ok := want[string(q.body)]
 		if !ok {
@@ -383,9 +386,9 @@ func TestSubscriberGetsTheProvidersBodyByteForByte(t *testing.T) {
 
 	// Again from the store, after a restart: a bulk replay of every event.
 	first := rcv.count()
-	g = g.restart(gwOptions{extra: subEndpointConfig(rcv), config: func(c *Config) { c.Server.MaxBody = 1 << 20 }})
+	g = g.restart(gwOptions{extra: subEndpointConfig(rcv), config: func(c *config.Config) { c.Server.MaxBody = 1 << 20 }})
 	must[jsonMap](t, 202)(g.api("POST", "/replays", opToken, map[string]any{"source": "open"}))
-	waitFor(t, 20*time.Second, "every replayed delivery", func() bool { return rcv.count() >= 2*first })
+	testsupport.WaitFor(t, 20*time.Second, "every replayed delivery", func() bool { return rcv.count() >= 2*first })
 	again := map[string]bool{}
 	for _, q := range rcv.all()[first:] {
 		again[string(q.body)] = true
@@ -422,7 +425,7 @@ func TestPublishedPayloadReachesTheSubscriberAsWritten(t *testing.T) {
 	payload := "{ \"id\" : \"pub53\",\n\t\"a\" : \"\\u00e9<&>\u00e9\" ,\"b\":[1, 2.50 ] , \"c\": null }"
 	req := `{"source":"open","type":"t.53","payload":` + payload + `}`
 	must[jsonMap](t, 202)(g.api("POST", "/events", opToken, req))
-	waitFor(t, 5*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
 	q := rcv.all()[0]
 	if string(q.body) != payload {
 		t.Errorf("delivered %q, published %q", q.body, payload)

@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,11 +43,11 @@ func vlogBytes(t *testing.T, dir string) int64 {
 // now written in parts that stay in the LSM tree.
 func TestDefaultMaxBodyEventsAreReclaimedAfterRetention(t *testing.T) {
 	dir := t.TempDir()
-	h := startGateway(t, gwOptions{dir: dir, config: func(c *Config) { c.Server.MaxBody = DefaultMaxBody }})
+	h := startGateway(t, gwOptions{dir: dir, config: func(c *config.Config) { c.Server.MaxBody = config.DefaultMaxBody }})
 	const events = 4
 	for i := range events {
-		body := make([]byte, DefaultMaxBody)       // exactly server.max_body: accepted
-		if _, err := rand.Read(body); err != nil { // incompressible
+		body := make([]byte, config.DefaultMaxBody) // exactly server.max_body: accepted
+		if _, err := rand.Read(body); err != nil {  // incompressible
 			t.Fatal(err)
 		}
 		st, _, b := h.post("open", body, map[string]string{
@@ -59,11 +64,11 @@ func TestDefaultMaxBodyEventsAreReclaimedAfterRetention(t *testing.T) {
 	t.Logf("value log after %d events of max_body: %d bytes", events, vlogBytes(t, dir))
 
 	// A gateway whose retention has passed purges every one of them...
-	h2 := startGateway(t, gwOptions{dir: dir, config: func(c *Config) {
-		c.Server.MaxBody = DefaultMaxBody
-		c.Retention = Duration(time.Millisecond)
+	h2 := startGateway(t, gwOptions{dir: dir, config: func(c *config.Config) {
+		c.Server.MaxBody = config.DefaultMaxBody
+		c.Retention = config.Duration(time.Millisecond)
 	}})
-	waitFor(t, 20*time.Second, "retention to purge the events", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "retention to purge the events", func() bool {
 		h2.bg.purge(t.Context())
 		st, _, b := h2.api("GET", "/events", opToken, nil)
 		var page struct{ Data []json.RawMessage }
@@ -76,5 +81,28 @@ func TestDefaultMaxBodyEventsAreReclaimedAfterRetention(t *testing.T) {
 	if n := vlogBytes(t, dir); n > 64<<10 {
 		t.Errorf("after retention purged all %d events, Badger's value log still holds %d bytes (never reclaimed); "+
 			"events of the default max_body must stay in the LSM tree", events, n)
+	}
+}
+
+// A max_body over what the Badger engine keeps in its LSM tree is allowed
+// (GitHub sends up to 25 MB) but warned about: such events' space is not
+// reclaimed after purge.
+func TestLargeMaxBodyWarnsAboutTheValueLog(t *testing.T) {
+	for _, c := range []struct {
+		max  config.Size
+		warn bool
+	}{{config.DefaultMaxBody, false}, {2 << 20, true}} {
+		var logs syncBuffer
+		cfg := &config.Config{Server: config.ServerConfig{MaxBody: c.max}, Storage: config.StorageConfig{Driver: "badger", Path: t.TempDir()}}
+		s, err := openStore(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "value log"); got != c.warn {
+			t.Errorf("max_body %v: warned %v, want %v; logs:\n%s", c.max, got, c.warn, logs.String())
+		}
 	}
 }
