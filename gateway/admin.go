@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hookgate/gateway/config"
+	"hookgate/gateway/console"
 	"hookgate/storage"
 )
 
@@ -63,6 +64,7 @@ func (g *Gateway) newAdminApp() *fiber.App {
 		ReadBufferSize:               16 << 10, // the header block's limit, as on the ingest listener
 	})
 	app.Use(recoverPanics(g.log, g.metrics.refused("admin", "panic")), checkFraming(g.metrics.refused("admin", "framing")), refuseEncodedBodies)
+	console.Mount(app) // the web console's static files, /ui/ (docs/console.md)
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", g.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
