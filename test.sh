@@ -54,6 +54,13 @@ if [ -z "${HOOKGATE_TEST_POSTGRES_DSN:-}" ]; then
   start_postgres
 fi
 
+# Chromium for the console's browser tests (gateway/console): Debian's
+# package, installed when missing. Without it they skip, unless CI=true.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== installing Chromium (Debian's package)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi

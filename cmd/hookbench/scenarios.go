@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,6 +56,9 @@ type Result struct {
 	RateLastTenth   float64 `json:"ingest_rps_last_tenth,omitempty"`
 	ResumeAfterSecs float64 `json:"resume_after_s,omitempty"`
 	Notes           string  `json:"notes,omitempty"`
+	// ListMS is the median time of each admin listing over the backlog's
+	// stored events (the console's pages), in ms.
+	ListMS map[string]float64 `json:"list_ms,omitempty"`
 	// Timeline is filled with -timeline.
 	Timeline []Interval `json:"timeline,omitempty"`
 }
@@ -373,6 +380,22 @@ func backlog(ctx context.Context, o options, bin string) (Result, error) {
 	if len(rates) == 10 {
 		r.RateFirstTenth, r.RateLastTenth = rates[0], rates[9]
 	}
+	// The admin listings the console pages make, over what is stored now.
+	r.ListMS = listTimes(ctx, b.admin, []string{
+		"/events?limit=50",
+		"/events?limit=50&source=bench&type=bench.event",
+		"/events?limit=50&event_id=backlog5-500",
+		"/events?limit=50&state=pending",
+		"/events?limit=50&state=unmatched",
+		"/deliveries?limit=50",
+		"/deliveries?limit=50&endpoint=ep0&status=pending",
+		"/endpoints",
+		"/endpoints/ep0/stats",
+		"/stats",
+	})
+	for _, q := range slices.Sorted(maps.Keys(r.ListMS)) {
+		progress("  GET /api/v1%s: %.1f ms (median of 5)", q, r.ListMS[q])
+	}
 	// Restart with the endpoint up: how soon do deliveries resume?
 	progress("  restarting with the endpoint up ...")
 	if err := b.proc.stop(); err != nil {
@@ -401,4 +424,38 @@ func fillDeliveries(r *Result, b *bench, lr loadResult) {
 		r.DeliveryRPS = float64(n) / last.Sub(lr.Start).Seconds()
 	}
 	r.E2EP50ms, r.E2EP99ms = ms(pct(lats, 50)), ms(pct(lats, 99))
+}
+
+// listTimes times each admin API path five times and returns the medians
+// in ms (-1 for a path that did not answer 200).
+func listTimes(ctx context.Context, admin string, paths []string) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range paths {
+		var ms []float64
+		for range 5 {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/api/v1"+p, nil)
+			if err != nil {
+				break
+			}
+			req.Header.Set("Authorization", "Bearer hookbench-admin-token")
+			t0 := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				break
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				break
+			}
+			ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
+		}
+		if len(ms) < 5 {
+			out[p] = -1
+			continue
+		}
+		slices.Sort(ms)
+		out[p] = ms[2]
+	}
+	return out
 }
