@@ -21,6 +21,7 @@ import (
 
 	"hookgate/gateway/config"
 	"hookgate/gateway/console"
+	"hookgate/gateway/problem"
 	"hookgate/storage"
 )
 
@@ -121,7 +122,7 @@ func (g *Gateway) readyz(c *fiber.Ctx) error {
 	defer cancel()
 	if err := g.store.Ping(ctx); err != nil {
 		g.storeFailed(err)
-		return problem(c, fiber.StatusServiceUnavailable, "not-ready", "Service Unavailable", "the store is not writable")
+		return problem.Answer(c, fiber.StatusServiceUnavailable, "not-ready", "Service Unavailable", "the store is not writable")
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }
@@ -130,7 +131,7 @@ func (g *Gateway) readyz(c *fiber.Ctx) error {
 // error handler writes it. Its detail never contains a secret or a value
 // from the request that could be one: only field names and fixed text.
 type apiError struct {
-	Problem
+	problem.Details
 	// retryAfter, when > 0, is sent as Retry-After (seconds).
 	retryAfter int
 }
@@ -138,7 +139,7 @@ type apiError struct {
 func (e *apiError) Error() string { return e.Title + ": " + e.Detail }
 
 func newAPIError(status int, slug, field, detail string) *apiError {
-	return &apiError{Problem: Problem{Type: problemBase + slug, Title: statusText(status), Status: status, Detail: detail, Field: field}}
+	return &apiError{Details: problem.Details{Type: problem.Base + slug, Title: problem.StatusText(status), Status: status, Detail: detail, Field: field}}
 }
 
 // badRequest is a request the API cannot read: malformed JSON, an unknown
@@ -165,9 +166,9 @@ func adminErrorHandler(c *fiber.Ctx, err error) error {
 		if ae.retryAfter > 0 {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ae.retryAfter))
 		}
-		return writeProblem(c, ae.Problem)
+		return problem.Write(c, ae.Details)
 	}
-	return errorHandler(c, err)
+	return problem.ErrorHandler(c, err)
 }
 
 // catalogError is storeError for a failed write of a source or endpoint:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"hookgate/gateway/config"
+	"hookgate/gateway/problem"
 	"hookgate/internal/testsupport"
 	"net/http"
 	"net/url"
@@ -28,7 +29,7 @@ func startContractGateway(t *testing.T, extra string) *gw {
 }
 
 // contractProblem checks that an answer is an RFC 9457 problem with the status.
-func contractProblem(t *testing.T, what string, wantStatus int, st int, hdr http.Header, body []byte) Problem {
+func contractProblem(t *testing.T, what string, wantStatus int, st int, hdr http.Header, body []byte) problem.Details {
 	t.Helper()
 	if st != wantStatus {
 		t.Fatalf("%s: status %d, want %d: %s", what, st, wantStatus, body)

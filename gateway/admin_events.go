@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"hookgate/gateway/config"
+	"hookgate/gateway/problem"
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -188,7 +189,7 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 		// The dedupe record compares payloads; a publish names its type
 		// beside the payload, and is the same request only with that too.
 		a.g.metrics.ingest(src.ID, "mismatch")
-		return problem(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
+		return problem.Answer(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
 			"this event id was already received with a different type")
 	}
 	return a.g.answerAccepted(c, src.ID, res)

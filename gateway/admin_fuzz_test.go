@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"hookgate/gateway/problem"
 )
 
 // Fuzz targets for the admin API's parsers of outside input: list filters,
@@ -106,8 +108,8 @@ func (fa *fuzzAdmin) check(t *testing.T, method, target string, st int, b []byte
 	case st >= 500:
 		t.Fatalf("%s %s: %d %s", method, target, st, b)
 	case st >= 400:
-		var p Problem
-		if err := json.Unmarshal(b, &p); err != nil || p.Status != st || !strings.HasPrefix(p.Type, problemBase) {
+		var p problem.Details
+		if err := json.Unmarshal(b, &p); err != nil || p.Status != st || !strings.HasPrefix(p.Type, problem.Base) {
 			t.Fatalf("%s %s: %d with a body that is not a problem: %s", method, target, st, b)
 		}
 	case st == 200 && list:

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"hookgate/gateway/problem"
 )
 
 // Tokens of testConfig.
@@ -71,14 +73,14 @@ func must[T any](t *testing.T, want int) func(st int, hdr http.Header, body []by
 
 // wantProblem checks a problem+json answer: its status and, when field
 // is not "-", the field it names.
-func wantProblem(t *testing.T, what string, status int, field string) func(st int, hdr http.Header, body []byte) Problem {
-	return func(st int, hdr http.Header, body []byte) Problem {
+func wantProblem(t *testing.T, what string, status int, field string) func(st int, hdr http.Header, body []byte) problem.Details {
+	return func(st int, hdr http.Header, body []byte) problem.Details {
 		t.Helper()
 		if st != status {
 			t.Fatalf("%s: status %d, want %d: %s", what, st, status, body)
 		}
 		p := decodeProblem(t, hdr, body)
-		if p.Status != status || !strings.HasPrefix(p.Type, problemBase) || p.Title == "" {
+		if p.Status != status || !strings.HasPrefix(p.Type, problem.Base) || p.Title == "" {
 			t.Fatalf("%s: problem %+v", what, p)
 		}
 		if field != "-" && p.Field != field {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"hookgate/gateway/problem"
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -43,7 +44,7 @@ func (g *Gateway) ingest(c *fiber.Ctx) error {
 	src := snap.sources[c.Params("source")]
 	if src == nil {
 		g.metrics.ingest("", "unknown_source")
-		return problem(c, fiber.StatusNotFound, "unknown-source", "Not Found", "no source with this id")
+		return problem.Answer(c, fiber.StatusNotFound, "unknown-source", "Not Found", "no source with this id")
 	}
 	in := inbound.Inbound{
 		Header:      inbound.HeaderFunc(func(n string) string { return c.Get(n) }),
@@ -88,7 +89,7 @@ func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Receiv
 func refuseEncodedBodies(c *fiber.Ctx) error {
 	enc := strings.TrimSpace(string(c.Request().Header.ContentEncoding()))
 	if enc != "" && !strings.EqualFold(enc, "identity") {
-		return problem(c, fiber.StatusUnsupportedMediaType, "unsupported-content-encoding",
+		return problem.Answer(c, fiber.StatusUnsupportedMediaType, "unsupported-content-encoding",
 			"Unsupported Media Type", "request bodies must not be compressed (Content-Encoding: identity)")
 	}
 	return c.Next()
@@ -100,7 +101,7 @@ func (g *Gateway) publicError(c *fiber.Ctx, err error) error {
 	if fe, ok := err.(*fiber.Error); ok && fe.Code == fiber.StatusRequestEntityTooLarge {
 		g.countRefused(c, "too_large")
 	}
-	return errorHandler(c, err)
+	return problem.ErrorHandler(c, err)
 }
 
 // countRefusedEncodings counts the ingests refuseEncodedBodies refuses
@@ -179,7 +180,7 @@ func checkFraming(counted prometheus.Counter) fiber.Handler {
 		if status != 0 {
 			counted.Inc()
 			c.Context().SetConnectionClose()
-			return problem(c, status, problemSlug(status), statusText(status), detail)
+			return problem.Answer(c, status, problem.Slug(status), problem.StatusText(status), detail)
 		}
 		if c.Request().Header.ContentLength() == -1 {
 			c.Context().SetConnectionClose()
@@ -285,19 +286,19 @@ func (g *Gateway) ingestError(c *fiber.Ctx, source string, err error) error {
 		if errors.Is(err, inbound.ErrStaleTimestamp) {
 			detail = "the signed timestamp is outside the tolerance"
 		}
-		return problem(c, fiber.StatusUnauthorized, "invalid-signature", "Unauthorized", detail)
+		return problem.Answer(c, fiber.StatusUnauthorized, "invalid-signature", "Unauthorized", detail)
 	case errors.Is(err, storage.ErrIdempotencyMismatch):
 		g.metrics.ingest(source, "mismatch")
-		return problem(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
+		return problem.Answer(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
 			"this event id was already received with a different body")
 	case errors.Is(err, inbound.ErrEventIDTooLong):
 		g.metrics.ingest(source, "bad_request")
-		return problem(c, fiber.StatusBadRequest, "event-id-too-long", "Bad Request", "the event id or type is longer than 512 bytes")
+		return problem.Answer(c, fiber.StatusBadRequest, "event-id-too-long", "Bad Request", "the event id or type is longer than 512 bytes")
 	default:
 		g.metrics.ingest(source, "store_error")
 		g.log.Error("ingest not stored", "source", source, "err", err)
 		g.storeFailed(err)
-		return unavailable(c, 1)
+		return problem.Unavailable(c, 1)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"hookgate/gateway/problem"
 )
 
 // POST /ingest/{source} at the HTTP level. testConfig's server.max_body
@@ -320,7 +322,7 @@ func TestIngestPathsAndMethods(t *testing.T) {
 			continue
 		}
 		if tc.want != 202 {
-			if p := decodeProblem(t, a.header, a.body); p.Status != tc.want || p.Title == "" || p.Detail == "" || !strings.HasPrefix(p.Type, problemBase) {
+			if p := decodeProblem(t, a.header, a.body); p.Status != tc.want || p.Title == "" || p.Detail == "" || !strings.HasPrefix(p.Type, problem.Base) {
 				t.Errorf("POST %s: problem %+v", tc.target, p)
 			}
 			if strings.Contains(string(a.body), "no-such-probe-source") || strings.Contains(string(a.body), "/ingest") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hookgate/gateway/problem"
 	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"io"
@@ -15,12 +16,12 @@ import (
 	"time"
 )
 
-func decodeProblem(t *testing.T, hdr map[string][]string, body []byte) Problem {
+func decodeProblem(t *testing.T, hdr map[string][]string, body []byte) problem.Details {
 	t.Helper()
 	if ct := strings.Join(hdr["Content-Type"], ""); ct != "application/problem+json" {
 		t.Fatalf("content type %q, want application/problem+json (body %s)", ct, body)
 	}
-	var p Problem
+	var p problem.Details
 	if err := json.Unmarshal(body, &p); err != nil {
 		t.Fatalf("problem body %s: %v", body, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hookgate/gateway/config"
+	"hookgate/gateway/problem"
 	"io"
 	"log/slog"
 	"net"
@@ -167,7 +168,7 @@ func FuzzIngest(f *testing.F) {
 		case st >= 500:
 			t.Fatalf("%s: %d %s", target, st, b)
 		case st >= 400:
-			var p Problem
+			var p problem.Details
 			if err := json.Unmarshal(b, &p); err != nil || p.Status != st || h.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("%s: %d with a body that is not a problem: %s", target, st, b)
 			}
@@ -321,7 +322,7 @@ func FuzzAdminAuthorization(f *testing.F) {
 				t.Fatalf("Authorization %q let through: %s", h, b)
 			}
 		case 401:
-			var p Problem
+			var p problem.Details
 			if err := json.Unmarshal(b, &p); err != nil || p.Status != 401 || resp.Header.Get("WWW-Authenticate") == "" {
 				t.Fatalf("%q: 401 %s, WWW-Authenticate %q", h, b, resp.Header.Get("WWW-Authenticate"))
 			}

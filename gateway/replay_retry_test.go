@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"hookgate/gateway/problem"
 	"hookgate/internal/testsupport"
 	"hookgate/storage"
 	"strconv"
@@ -348,7 +349,7 @@ func TestReplayIdempotencyKeyAnswers(t *testing.T) {
 		t.Fatalf("%d deliveries, want 3", n)
 	}
 	p := wantProblem(t, "same key, other body", 422, "-")(g.api("POST", path, acmeToken, jsonMap{"endpoints": []string{"ik2"}}, "Idempotency-Key", "rk"))
-	if p.Type != problemBase+"idempotency-key-reused" {
+	if p.Type != problem.Base+"idempotency-key-reused" {
 		t.Fatalf("type %s", p.Type)
 	}
 	wantProblem(t, "same key, other event", 422, "-")(g.api("POST", "/events/"+ids[1]+"/replay", acmeToken, body, "Idempotency-Key", "rk"))
