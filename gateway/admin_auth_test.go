@@ -2,13 +2,15 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
 )
 
 func TestAdminAuth(t *testing.T) {
@@ -68,13 +70,13 @@ func TestAdminTenantIsolation(t *testing.T) {
 	}
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the globex delivery", func() bool { return rcv.count() == 1 })
-	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil))
+	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil))
 	if len(dl.Data) != 1 {
 		t.Fatalf("deliveries of %s: %+v", evt, dl)
 	}
 	dlv := dl.Data[0].ID
-	rpl := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other", "status": "cancelled"})).ID
-	before := must[endpointView](t, 200)(g.api("GET", "/endpoints/globex-ep", opToken, nil))
+	rpl := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other", "status": "cancelled"})).ID
+	before := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/globex-ep", opToken, nil))
 
 	routes := []struct {
 		method, path string
@@ -108,12 +110,12 @@ func TestAdminTenantIsolation(t *testing.T) {
 		}
 	}
 	// Nothing changed, and nothing new was delivered.
-	after := must[endpointView](t, 200)(g.api("GET", "/endpoints/globex-ep", opToken, nil))
+	after := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/globex-ep", opToken, nil))
 	if after.URL != before.URL || after.Secret != before.Secret || after.Disabled {
 		t.Fatalf("globex endpoint changed: %+v -> %+v", before, after)
 	}
-	must[sourceView](t, 200)(g.api("GET", "/sources/other", opToken, nil))
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data); n != 1 {
+	must[admin.Source](t, 200)(g.api("GET", "/sources/other", opToken, nil))
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data); n != 1 {
 		t.Fatalf("%d deliveries of the globex event, want 1", n)
 	}
 	// Lists show only the token's tenant.
@@ -145,7 +147,7 @@ func TestAdminTenantIsolation(t *testing.T) {
 	wantProblem(t, "endpoint on globex source", 422, "sources[0]")(g.api("POST", "/endpoints", acmeToken, jsonMap{"url": rcv.url("x"), "sources": []string{"other"}}))
 	wantProblem(t, "source in globex", 422, "tenant")(g.api("POST", "/sources", acmeToken, jsonMap{"id": "s", "tenant": "globex", "verify": jsonMap{"scheme": "none"}}))
 	// The operator's bulk replay of every tenant is not the tenant's business.
-	all := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"status": "cancelled"}))
+	all := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"status": "cancelled"}))
 	wantProblem(t, "all-tenant replay", 404, "")(g.api("GET", "/replays/"+all.ID, acmeToken, nil))
 }
 

@@ -3,15 +3,18 @@ package gateway
 import (
 	"bytes"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/gateway/problem"
-	"hookgate/internal/testsupport"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/gateway/problem"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
 )
 
 // Contract tests of the admin API (SPEC section 5), black box: real
@@ -56,10 +59,10 @@ func TestPublishSameEventIDOtherTypeIsNotADuplicate(t *testing.T) {
 	second := jsonMap{"source": "open", "event_id": "e-type", "type": "invoice.failed", "payload": jsonMap{"n": 1}}
 	st, hdr, b2 := g.api("POST", "/events", acmeToken, second)
 	if st != 422 {
-		ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+		ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 		t.Fatalf("publishing event_id e-type again with type invoice.failed (first was invoice.paid) answered %d "+
 			"(Idempotent-Replayed=%q) %s; the stored event keeps type %q, so the user's invoice.failed is silently lost; "+
-			"want 422 idempotency-key-reused as for a changed body", st, hdr.Get(headerReplayed), b2, ev.Type)
+			"want 422 idempotency-key-reused as for a changed body", st, hdr.Get(inbound.HeaderReplayed), b2, ev.Type)
 	}
 	p := contractProblem(t, "second publish", 422, st, hdr, b2)
 	if !strings.HasSuffix(p.Type, "idempotency-key-reused") {
@@ -86,8 +89,8 @@ func TestSameIdempotencyKeyInTwoTenantsIsIndependent(t *testing.T) {
 		var bodies [][]byte
 		for _, r := range []run{{acmeToken, "open"}, {globexScopedToken, "other"}} {
 			st, hdr, b := g.api("POST", route.path, r.token, route.body(r.source), "Idempotency-Key", k)
-			if st/100 != 2 || hdr.Get(headerReplayed) != "" {
-				t.Fatalf("POST %s as %s with key %q: %d replayed=%q %s; want it executed for this tenant", route.path, r.token, k, st, hdr.Get(headerReplayed), b)
+			if st/100 != 2 || hdr.Get(inbound.HeaderReplayed) != "" {
+				t.Fatalf("POST %s as %s with key %q: %d replayed=%q %s; want it executed for this tenant", route.path, r.token, k, st, hdr.Get(inbound.HeaderReplayed), b)
 			}
 			bodies = append(bodies, b)
 		}
@@ -116,15 +119,15 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"idem-1","type":"t"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
-	dlv := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data[0].ID
+	dlv := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data[0].ID
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
-		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil)).State == "succeeded"
+		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil)).State == "succeeded"
 	})
 	deliveries := func() int {
-		return len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1000", acmeToken, nil)).Data)
+		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", acmeToken, nil)).Data)
 	}
 	secret := func() string {
-		return must[endpointView](t, 200)(g.api("GET", "/endpoints/ep1", acmeToken, nil)).Secret
+		return must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep1", acmeToken, nil)).Secret
 	}
 
 	for i, c := range []struct {
@@ -134,19 +137,19 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 	}{
 		{"/events", `{"source":"open","type":"t","payload":{"id":"pub-1"}}`, `{"source":"open","type":"t","payload":{"id":"pub-2"}}`,
 			func() string {
-				return fmt.Sprint(len(must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data))
+				return fmt.Sprint(len(must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data))
 			}},
 		{"/events/" + evt + "/replay", `{"endpoints":["ep1"]}`, `{}`, func() string { return fmt.Sprint(deliveries()) }},
 		{"/deliveries/" + dlv + "/retry", ``, `{}`, func() string { return "" }},
 		{"/replays", `{"source":"open"}`, `{"source":"sw"}`, func() string { return fmt.Sprint(deliveries()) }},
 		{"/endpoints", `{"url":"http://receiver.test/x"}`, `{"url":"http://receiver.test/y"}`,
 			func() string {
-				return fmt.Sprint(len(must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data))
+				return fmt.Sprint(len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data))
 			}},
 		{"/endpoints/ep1/rotate-secret", `{"grace":"1h"}`, `{"grace":"2h"}`, secret},
 		{"/sources", `{"id":"made","verify":{"scheme":"none"}}`, `{"id":"made2","verify":{"scheme":"none"}}`,
 			func() string {
-				return fmt.Sprint(len(must[apiList[sourceView]](t, 200)(g.api("GET", "/sources", acmeToken, nil)).Data))
+				return fmt.Sprint(len(must[apiList[admin.Source]](t, 200)(g.api("GET", "/sources", acmeToken, nil)).Data))
 			}},
 	} {
 		key := fmt.Sprintf("every-post-%d", i)
@@ -163,19 +166,19 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 		if c.path == "/replays" {
 			id := must[jsonMap](t, 202)(st1, nil, b1)["id"].(string)
 			testsupport.WaitFor(t, 10*time.Second, "the bulk replay", func() bool {
-				return must[replayView](t, 200)(g.api("GET", "/replays/"+id, acmeToken, nil)).State == "completed"
+				return must[admin.Replay](t, 200)(g.api("GET", "/replays/"+id, acmeToken, nil)).State == "completed"
 			})
 		}
 		before := c.effect()
 		st2, h2, b2 := g.api("POST", c.path, acmeToken, body, "Idempotency-Key", key)
-		if st2 != st1 || !bytes.Equal(b1, b2) || h2.Get(headerReplayed) != "true" || h2.Get("Content-Type") != h1.Get("Content-Type") {
+		if st2 != st1 || !bytes.Equal(b1, b2) || h2.Get(inbound.HeaderReplayed) != "true" || h2.Get("Content-Type") != h1.Get("Content-Type") {
 			t.Errorf("POST %s again under key %q: %d %q replayed=%q %s; first was %d %q %s; want the same status and bytes with Idempotent-Replayed: true",
-				c.path, key, st2, h2.Get("Content-Type"), h2.Get(headerReplayed), b2, st1, h1.Get("Content-Type"), b1)
+				c.path, key, st2, h2.Get("Content-Type"), h2.Get(inbound.HeaderReplayed), b2, st1, h1.Get("Content-Type"), b1)
 		}
 		if c.path == "/replays" {
 			id := must[jsonMap](t, 202)(st2, nil, b2)["id"].(string)
 			testsupport.WaitFor(t, 10*time.Second, "the bulk replay", func() bool {
-				return must[replayView](t, 200)(g.api("GET", "/replays/"+id, acmeToken, nil)).State == "completed"
+				return must[admin.Replay](t, 200)(g.api("GET", "/replays/"+id, acmeToken, nil)).State == "completed"
 			})
 		}
 		if after := c.effect(); after != before {
@@ -183,8 +186,8 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 		}
 		st3, h3, b3 := g.api("POST", c.path, acmeToken, c.other, "Idempotency-Key", key)
 		p := contractProblem(t, "POST "+c.path+" with the key and another body", 422, st3, h3, b3)
-		if !strings.HasSuffix(p.Type, "idempotency-key-reused") || h3.Get(headerReplayed) != "" {
-			t.Errorf("POST %s with key %q and another body: %s replayed=%q", c.path, key, b3, h3.Get(headerReplayed))
+		if !strings.HasSuffix(p.Type, "idempotency-key-reused") || h3.Get(inbound.HeaderReplayed) != "" {
+			t.Errorf("POST %s with key %q and another body: %s replayed=%q", c.path, key, b3, h3.Get(inbound.HeaderReplayed))
 		}
 	}
 }
@@ -264,8 +267,8 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 		st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"tf-%d","type":"t"}`, i), nil)
 		must[jsonMap](t, 202)(st, nil, b)
 	}
-	evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
-	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
+	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
+	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
 	if len(evs) != 3 || len(ds) != 3 {
 		t.Fatalf("%d events, %d deliveries", len(evs), len(ds))
 	}
@@ -293,9 +296,9 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 		}
 	}
 	// A bulk replay over exactly that instant matches that one event.
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": evs[1].ReceivedAt, "until": evs[1].ReceivedAt}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": evs[1].ReceivedAt, "until": evs[1].ReceivedAt}))
 	testsupport.WaitFor(t, 10*time.Second, "the bulk replay", func() bool {
-		job = must[replayView](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil))
+		job = must[admin.Replay](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil))
 		return job.State != "running"
 	})
 	if job.State != "completed" || job.Matched != 1 || job.Enqueued != 1 {

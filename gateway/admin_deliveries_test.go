@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
 )
 
 func TestAdminDeliveries(t *testing.T) {
@@ -24,12 +26,12 @@ func TestAdminDeliveries(t *testing.T) {
 	// Two events: four failed attempts stay under the circuit's threshold
 	// (five), which would pause the endpoint for seconds.
 	ids := ingestN(t, g, "d", 2)
-	failed := func() []deliveryView {
-		return must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?status=failed", acmeToken, nil)).Data
+	failed := func() []admin.Delivery {
+		return must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed", acmeToken, nil)).Data
 	}
 	testsupport.WaitFor(t, 20*time.Second, "2 failed deliveries", func() bool { return len(failed()) == 2 })
 	testsupport.WaitFor(t, 10*time.Second, "2 good deliveries", func() bool {
-		return len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?status=succeeded", acmeToken, nil)).Data) == 2
+		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=succeeded", acmeToken, nil)).Data) == 2
 	})
 
 	// Filters.
@@ -38,19 +40,19 @@ func TestAdminDeliveries(t *testing.T) {
 			t.Fatalf("failed delivery %+v", d)
 		}
 	}
-	if l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=good", acmeToken, nil)); len(l.Data) != 2 || slices.ContainsFunc(l.Data, func(d deliveryView) bool { return d.Endpoint != "good" }) {
+	if l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=good", acmeToken, nil)); len(l.Data) != 2 || slices.ContainsFunc(l.Data, func(d admin.Delivery) bool { return d.Endpoint != "good" }) {
 		t.Fatalf("endpoint=good: %+v", l)
 	}
-	byEvent := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil))
+	byEvent := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil))
 	if len(byEvent.Data) != 2 || byEvent.Data[0].Event != ids[1] || byEvent.Data[1].Event != ids[1] {
 		t.Fatalf("event=%s: %+v", ids[1], byEvent)
 	}
-	if l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[1]+"&status=succeeded", acmeToken, nil)); len(l.Data) != 1 || l.Data[0].Endpoint != "good" {
+	if l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1]+"&status=succeeded", acmeToken, nil)); len(l.Data) != 1 || l.Data[0].Endpoint != "good" {
 		t.Fatalf("event and status: %+v", l)
 	}
 	// Pages of 3 over 4 deliveries.
-	p1 := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=3", acmeToken, nil))
-	p2 := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=3&cursor="+url.QueryEscape(p1.NextCursor), acmeToken, nil))
+	p1 := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=3", acmeToken, nil))
+	p2 := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=3&cursor="+url.QueryEscape(p1.NextCursor), acmeToken, nil))
 	if len(p1.Data) != 3 || p1.NextCursor == "" || len(p2.Data) != 1 || p2.NextCursor != "" {
 		t.Fatalf("pages: %d %q, %d %q", len(p1.Data), p1.NextCursor, len(p2.Data), p2.NextCursor)
 	}
@@ -92,18 +94,18 @@ func TestAdminDeliveries(t *testing.T) {
 
 	// Retry: due now with a fresh budget, delivered once the receiver heals.
 	rcv.failAt("bad", false)
-	re := must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
+	re := must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
 	if re.ID != dl.ID || (re.State != "pending" && re.State != "delivering") || re.NextAttemptAt == "" {
 		t.Fatalf("retried %+v", re)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the retried delivery to succeed", func() bool {
-		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
+		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
 	})
-	if got := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)); len(*got.Attempts) != 3 {
+	if got := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)); len(*got.Attempts) != 3 {
 		t.Fatalf("after the retry: %+v", got)
 	}
 	// A succeeded delivery may be sent again too.
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
+	must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
 	testsupport.WaitFor(t, 10*time.Second, "the second retry", func() bool { return rcv.countAt("bad") == 6 })
 
 	wantProblem(t, "unknown delivery", 404, "")(g.api("GET", "/deliveries/dlv_nope", acmeToken, nil))
@@ -146,7 +148,7 @@ func TestRetryOfADeliveryInFlightIsRefused(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the first attempt in flight", func() bool { return n.Load() == 1 })
-	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
+	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
 
 	st, hdr, b := g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil)
 	p := wantProblem(t, "retry in flight", 409, "")(st, hdr, b)
@@ -155,11 +157,11 @@ func TestRetryOfADeliveryInFlightIsRefused(t *testing.T) {
 	}
 	unblock()
 	testsupport.WaitFor(t, 10*time.Second, "the attempt to succeed", func() bool {
-		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
+		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
 	})
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
+	must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
 	testsupport.WaitFor(t, 10*time.Second, "the retried delivery to succeed", func() bool {
-		d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil))
+		d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil))
 		return d.State == "succeeded" && len(*d.Attempts) == 2
 	})
 	mu.Lock()

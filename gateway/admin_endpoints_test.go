@@ -5,10 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
-	"hookgate/storage/badger"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +15,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
+	"hookgate/storage/badger"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
@@ -34,7 +36,7 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 			t.Fatalf("endpoint lacks %q: %v", k, raw)
 		}
 	}
-	ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/"+raw["id"].(string), acmeToken, nil))
+	ep := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/"+raw["id"].(string), acmeToken, nil))
 	r := ep.Retry
 	if !strings.HasPrefix(ep.ID, "ep_") || ep.Tenant != "acme" || !config.ValidWhsec(ep.Secret, config.MinEndpointSecret) || ep.Timeout != "2s" ||
 		ep.MaxInFlight != 10 || ep.RateLimit != 0 || ep.Disabled || r.InitialInterval != "20ms" || r.MaxInterval != "100ms" ||
@@ -46,7 +48,7 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 		t.Fatalf("created_at %q", ep.CreatedAt)
 	}
 	// An operator's endpoint without a tenant is in "default", like config.yaml.
-	if d := must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "dflt", "url": rcv.url("d")})); d.Tenant != "default" {
+	if d := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "dflt", "url": rcv.url("d")})); d.Tenant != "default" {
 		t.Fatalf("operator default tenant %q", d.Tenant)
 	}
 
@@ -56,7 +58,7 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 		"sources": []string{"open"}, "event_types": []string{"invoice.*"}, "headers": jsonMap{"X-Team": "billing"},
 		"timeout": "1s", "max_in_flight": 3, "rate_limit": 50, "retry": jsonMap{"max_attempts": 7, "initial_interval": "50ms"},
 	}
-	ep = must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, full))
+	ep = must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, full))
 	if ep.ID != "billing" || ep.Secret != full["secret"] || ep.Timeout != "1s" || ep.MaxInFlight != 3 || ep.RateLimit != 50 ||
 		ep.Retry.MaxAttempts != 7 || ep.Retry.InitialInterval != "50ms" || ep.Retry.MaxInterval != "100ms" || ep.Headers["X-Team"] != "billing" {
 		t.Fatalf("full endpoint %+v", ep)
@@ -76,19 +78,19 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 	}
 
 	// List and pages.
-	l := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
+	l := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
 	if len(l.Data) != 2 || l.Data[0].ID != "billing" || l.NextCursor != "" {
 		t.Fatalf("acme's endpoints: %+v", l)
 	}
-	p1 := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints?limit=2", opToken, nil))
-	p2 := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(p1.NextCursor), opToken, nil))
+	p1 := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2", opToken, nil))
+	p2 := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(p1.NextCursor), opToken, nil))
 	if len(p1.Data) != 2 || p1.NextCursor == "" || len(p2.Data) != 1 || p2.NextCursor != "" || p2.Data[0].ID <= p1.Data[1].ID {
 		t.Fatalf("pages %+v / %+v", p1, p2)
 	}
 	wantProblem(t, "bad cursor", 400, "cursor")(g.api("GET", "/endpoints?cursor=!!", opToken, nil))
 
 	// PATCH: present fields change, the rest stays.
-	ep = must[endpointView](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"event_types": []string{"order.*"}, "retry": jsonMap{"max_attempts": 9}}))
+	ep = must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"event_types": []string{"order.*"}, "retry": jsonMap{"max_attempts": 9}}))
 	if ep.EventTypes[0] != "order.*" || ep.Retry.MaxAttempts != 9 || ep.Retry.InitialInterval != "50ms" || ep.URL != rcv.url("billing") || ep.Secret != full["secret"] {
 		t.Fatalf("patched %+v", ep)
 	}
@@ -98,19 +100,19 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 	wantProblem(t, "patch unknown", 404, "")(g.api("PATCH", "/endpoints/nope", acmeToken, jsonMap{}))
 
 	// Disable, then enable again: the dispatcher follows.
-	ep = must[endpointView](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"disabled": true}))
+	ep = must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"disabled": true}))
 	if !ep.Disabled || ep.DisabledReason == "" {
 		t.Fatalf("disabled %+v", ep)
 	}
 	st, _, b := g.post("open", []byte(`{"id":"o1","type":"order.paid"}`), nil)
 	o1 := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	// Deliveries are written with the event: none to the disabled endpoint.
-	for _, d := range must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+o1, acmeToken, nil)).Data {
+	for _, d := range must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+o1, acmeToken, nil)).Data {
 		if d.Endpoint == "billing" {
 			t.Fatalf("an event ingested while billing was disabled got a delivery to it: %+v", d)
 		}
 	}
-	ep = must[endpointView](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"disabled": false}))
+	ep = must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, jsonMap{"disabled": false}))
 	if ep.Disabled || ep.DisabledReason != "" {
 		t.Fatalf("enabled %+v", ep)
 	}
@@ -130,15 +132,15 @@ func TestAdminEndpointDeleteCancelsPending(t *testing.T) {
   - {id: later, tenant: acme, url: %q, retry: {initial_interval: 1h, max_interval: 1h, max_elapsed: 2h}}
 `, rcv.url("slow"))})
 	ingestN(t, g, "p", 2)
-	pending := func() []deliveryView {
-		return must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=later&status=pending", opToken, nil)).Data
+	pending := func() []admin.Delivery {
+		return must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=later&status=pending", opToken, nil)).Data
 	}
 	testsupport.WaitFor(t, 10*time.Second, "two deliveries waiting an hour", func() bool {
 		ds := pending()
 		return len(ds) == 2 && ds[0].AttemptCount == 1 && ds[1].AttemptCount == 1
 	})
 	must[jsonMap](t, 204)(g.api("DELETE", "/endpoints/later", opToken, nil))
-	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=later", opToken, nil)).Data
+	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=later", opToken, nil)).Data
 	if len(ds) != 2 || ds[0].State != "cancelled" || ds[1].State != "cancelled" {
 		t.Fatalf("after delete: %+v", ds)
 	}
@@ -205,7 +207,7 @@ func TestAdminEndpointValidation(t *testing.T) {
 			}
 		}
 	}
-	if l := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", opToken, nil)); len(l.Data) != 0 {
+	if l := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", opToken, nil)); len(l.Data) != 0 {
 		t.Fatalf("refused requests created endpoints: %+v", l)
 	}
 	// An oversized body is refused on its Content-Length, before it is read.
@@ -238,8 +240,8 @@ func rawRequest(t *testing.T, addr, req string) (int, http.Header, []byte) {
 func TestAdminRotateSecret(t *testing.T) {
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: r, tenant: acme, url: %q}\n", rcv.url("r"))})
-	old := must[endpointView](t, 200)(g.api("GET", "/endpoints/r", acmeToken, nil)).Secret
-	ep := must[endpointView](t, 200)(g.api("POST", "/endpoints/r/rotate-secret", acmeToken, nil))
+	old := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/r", acmeToken, nil)).Secret
+	ep := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/r/rotate-secret", acmeToken, nil))
 	if ep.Secret == old || !config.ValidWhsec(ep.Secret, config.MinEndpointSecret) {
 		t.Fatalf("rotated secret %q (old %q)", ep.Secret, old)
 	}
@@ -265,7 +267,7 @@ func TestAdminRotateSecret(t *testing.T) {
 
 	// A chosen secret, and no grace: only it signs.
 	chosen := "whsec_" + strings.Repeat("WllaWlla", 4)
-	ep = must[endpointView](t, 200)(g.api("POST", "/endpoints/r/rotate-secret", acmeToken, jsonMap{"grace": "0s", "secret": chosen}))
+	ep = must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/r/rotate-secret", acmeToken, jsonMap{"grace": "0s", "secret": chosen}))
 	if ep.Secret != chosen {
 		t.Fatalf("secret %q, want the chosen one", ep.Secret)
 	}
@@ -331,14 +333,14 @@ func TestAdminEndpointChangeKeepsConcurrentDisable(t *testing.T) {
 		{"POST", "/endpoints/ep/rotate-secret", nil},
 	} {
 		ds.armed.Store(true)
-		ep := must[endpointView](t, 200)(g.api(c.method, c.path, acmeToken, c.body))
+		ep := must[admin.Endpoint](t, 200)(g.api(c.method, c.path, acmeToken, c.body))
 		if !ep.Disabled || ep.DisabledReason != "endpoint answered 410 Gone" {
 			t.Fatalf("%s %s re-enabled an endpoint disabled meanwhile: disabled %v, reason %q", c.method, c.path, ep.Disabled, ep.DisabledReason)
 		}
 		// Re-enable for the next case.
-		must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"disabled": false}))
+		must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"disabled": false}))
 	}
-	if ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)); ep.Timeout != "3s" {
+	if ep := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)); ep.Timeout != "3s" {
 		t.Fatalf("the change itself was lost: timeout %s", ep.Timeout)
 	}
 }
@@ -349,19 +351,19 @@ func TestAdminEndpointChangeKeepsConcurrentDisable(t *testing.T) {
 func TestAdminEndpointsPerTenantBound(t *testing.T) {
 	defer func(n int) { config.MaxEndpointsPerTenant = n }(config.MaxEndpointsPerTenant)
 	g := startGateway(t, gwOptions{})
-	have := len(must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints?limit=1000", acmeToken, nil)).Data)
+	have := len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=1000", acmeToken, nil)).Data)
 	config.MaxEndpointsPerTenant = have + 1
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-1", "url": "https://a.example.com/"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-1", "url": "https://a.example.com/"}))
 	p := wantProblem(t, "past the bound", 409, "tenant")(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-2", "url": "https://a.example.com/"}))
 	if !strings.HasSuffix(p.Type, "/too-many-endpoints") {
 		t.Fatalf("problem %+v", p)
 	}
 	// Another tenant's bound is its own.
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "bound-g", "tenant": "globex", "url": "https://a.example.com/"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "bound-g", "tenant": "globex", "url": "https://a.example.com/"}))
 	if st, _, b := g.api("DELETE", "/endpoints/bound-1", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
 	}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-2", "url": "https://a.example.com/"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-2", "url": "https://a.example.com/"}))
 }
 
 // An endpoint's event_types, URL and static headers are bounded, in the
@@ -456,7 +458,7 @@ func headerYAML(n int) string {
 // max_in_flight.
 func TestPatchOfEndpointStoredWithLargeMaxInFlight(t *testing.T) {
 	g := startGateway(t, gwOptions{})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "wide", "url": "http://receiver.test/wide"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "wide", "url": "http://receiver.test/wide"}))
 	// What an earlier build stored.
 	if _, err := g.Store().UpdateEndpoint(context.Background(), "wide", func(ep *storage.Endpoint) error {
 		ep.MaxInFlight = 50_000
@@ -505,7 +507,7 @@ func (s *cancelStore) CancelEndpoint(ctx context.Context, ep string) (int, error
 // connections and retries only hourly, and ingests n events for it.
 func doomedEndpoint(t *testing.T, g *gw, n int) {
 	t.Helper()
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
 		"id": "doomed", "url": "http://127.0.0.1:1/refused", "sources": []string{"open"},
 		"retry": jsonMap{"initial_interval": "1h", "max_interval": "1h", "max_elapsed": "2h", "randomization": 0},
 	}))
@@ -581,7 +583,7 @@ func TestDeletingAnEndpointWithABacklogHoldsUpNoOtherChange(t *testing.T) {
 	if n := liveDeliveries(t, g.Store()); n != 0 {
 		t.Fatalf("%d deliveries of the deleted endpoint still live after the 204", n)
 	}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "doomed", "url": "http://receiver.test/new"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "doomed", "url": "http://receiver.test/new"}))
 }
 
 // TestAFailedBacklogCancelIsRetried: the endpoint is gone once DELETE
@@ -691,7 +693,7 @@ func TestStale410DoesNotDisableAnotherTenantsEndpoint(t *testing.T) {
 	globexRcv := newReceiver(t)
 	g := startGateway(t, gwOptions{})
 
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken,
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken,
 		jsonMap{"id": "shared", "url": old.URL + "/acme", "timeout": "20s"}))
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"gone-1","type":"x"}`), nil))
 	select {
@@ -705,7 +707,7 @@ func TestStale410DoesNotDisableAnotherTenantsEndpoint(t *testing.T) {
 	if st, _, b := g.api("DELETE", "/endpoints/shared", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
 	}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken,
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken,
 		jsonMap{"id": "shared", "tenant": "globex", "url": globexRcv.url("globex")}))
 
 	// acme's old receiver answers 410 to the old attempt.
@@ -715,7 +717,7 @@ func TestStale410DoesNotDisableAnotherTenantsEndpoint(t *testing.T) {
 	testsupport.WaitFor(t, 15*time.Second, "the old attempt to finish", func() bool {
 		return g.metricLine(`hookgate_delivery_in_flight{endpoint="shared"}`) == "0"
 	})
-	ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/shared", opToken, nil))
+	ep := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/shared", opToken, nil))
 	if ep.Tenant != "globex" {
 		t.Fatalf("endpoint shared is %q's", ep.Tenant)
 	}
@@ -761,7 +763,7 @@ func TestDeleteEndpointDoesNotStallOtherTenantsIngest(t *testing.T) {
 	t.Cleanup(openGate)
 
 	rcv := newReceiver(t)
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "backlogged", "url": rcv.url("acme")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "backlogged", "url": rcv.url("acme")}))
 	gs.armed.Store(true)
 	deleted := make(chan int, 1)
 	go func() {

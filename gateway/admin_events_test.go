@@ -4,15 +4,17 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"hookgate/inbound"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 // ingestN posts n events to source open, types alternating a/b, and
@@ -33,7 +35,7 @@ func TestAdminEventsList(t *testing.T) {
 	ids := ingestN(t, g, "e", 7)
 	g.post("other", []byte(`{"id":"g"}`), nil)
 
-	all := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil))
+	all := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil))
 	var got []string
 	for _, ev := range all.Data {
 		got = append(got, ev.ID)
@@ -46,7 +48,7 @@ func TestAdminEventsList(t *testing.T) {
 	if !slices.Equal(got, want) || all.NextCursor != "" {
 		t.Fatalf("newest first: got %v next %q, want %v", got, all.NextCursor, want)
 	}
-	if n := len(must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil)).Data); n != 8 {
+	if n := len(must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil)).Data); n != 8 {
 		t.Fatalf("operator sees %d events, want 8", n)
 	}
 
@@ -54,7 +56,7 @@ func TestAdminEventsList(t *testing.T) {
 	var paged []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil))
 		for _, ev := range l.Data {
 			paged = append(paged, ev.ID)
 		}
@@ -71,7 +73,7 @@ func TestAdminEventsList(t *testing.T) {
 	}
 
 	// Filters.
-	typeB := must[apiList[eventView]](t, 200)(g.api("GET", "/events?type=b", acmeToken, nil)).Data
+	typeB := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?type=b", acmeToken, nil)).Data
 	if len(typeB) != 3 { // events 1, 3 and 5 of ingestN
 		t.Fatalf("type=b returned %d events, want 3", len(typeB))
 	}
@@ -82,17 +84,17 @@ func TestAdminEventsList(t *testing.T) {
 	}
 	// type is a glob, as Stripe's filter and an endpoint's event_types are.
 	for q, want := range map[string]int{"type=%5Bab%5D": 7, "type=*": 7, "type=?": 7, "type=b*": 3, "type=c*": 0} {
-		if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
+		if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
 			t.Fatalf("%s returned %d events, want %d", q, len(l.Data), want)
 		}
 	}
-	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?source=other", opToken, nil)); len(l.Data) != 1 || l.Data[0].Source != "other" {
+	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=other", opToken, nil)); len(l.Data) != 1 || l.Data[0].Source != "other" {
 		t.Fatalf("source=other: %+v", l)
 	}
 	mid := all.Data[3]
-	since := must[apiList[eventView]](t, 200)(g.api("GET", "/events?since="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
-	until := must[apiList[eventView]](t, 200)(g.api("GET", "/events?until="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
-	received := func(ev eventView) int64 {
+	since := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?since="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
+	until := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?until="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
+	received := func(ev admin.Event) int64 {
 		ts, err := time.Parse(time.RFC3339Nano, ev.ReceivedAt)
 		if err != nil || ts.Location() != time.UTC || !strings.HasSuffix(ev.ReceivedAt, "Z") {
 			t.Fatalf("received_at %q is not RFC 3339 UTC", ev.ReceivedAt)
@@ -109,10 +111,10 @@ func TestAdminEventsList(t *testing.T) {
 			t.Fatalf("until returned a newer event %+v", ev)
 		}
 	}
-	if len(since.Data)+len(until.Data) < len(all.Data)+1 || !slices.ContainsFunc(since.Data, func(e eventView) bool { return e.ID == mid.ID }) {
+	if len(since.Data)+len(until.Data) < len(all.Data)+1 || !slices.ContainsFunc(since.Data, func(e admin.Event) bool { return e.ID == mid.ID }) {
 		t.Fatalf("since/until around %s miss events: %d + %d of %d", mid.ID, len(since.Data), len(until.Data), len(all.Data))
 	}
-	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00Z", acmeToken, nil)); len(l.Data) != 0 {
+	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00Z", acmeToken, nil)); len(l.Data) != 0 {
 		t.Fatalf("a window in the past: %+v", l)
 	}
 
@@ -133,7 +135,7 @@ func TestAdminEventsList(t *testing.T) {
 	}
 	wantProblem(t, "?state= on /deliveries", 400, "state")(g.api("GET", "/deliveries?state=failed", acmeToken, nil))
 	wantProblem(t, "?since= on /endpoints", 400, "since")(g.api("GET", "/endpoints?since=2026-01-01T00:00:00Z", acmeToken, nil))
-	must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=1000", acmeToken, nil))
+	must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1000", acmeToken, nil))
 }
 
 func TestAdminEventGet(t *testing.T) {
@@ -153,7 +155,7 @@ func TestAdminEventGet(t *testing.T) {
 	if _, ok := raw["body_base64"]; ok {
 		t.Fatalf("a UTF-8 body is also sent as base64: %v", raw)
 	}
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 	if *ev.Body != body || ev.EventID != "get-1" || ev.Type != "invoice.paid" || ev.Tenant != "acme" || ev.ContentType != "application/json" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -164,7 +166,7 @@ func TestAdminEventGet(t *testing.T) {
 		t.Fatalf("deliveries %+v", *ev.Deliveries)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to be recorded", func() bool {
-		ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+		ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 		return (*ev.Deliveries)[0].State == "succeeded"
 	})
 
@@ -188,7 +190,7 @@ func TestAdminPublish(t *testing.T) {
 	pub := jsonMap{"source": "open", "type": "order.created", "payload": jsonMap{"n": 1}, "event_id": "pub-1"}
 	st, hdr, first := g.api("POST", "/events", acmeToken, pub)
 	acc := must[jsonMap](t, 202)(st, hdr, first)
-	if !strings.HasPrefix(acc["id"].(string), "evt_") || acc["event_id"] != "pub-1" || len(acc) != 2 || hdr.Get(headerReplayed) != "" {
+	if !strings.HasPrefix(acc["id"].(string), "evt_") || acc["event_id"] != "pub-1" || len(acc) != 2 || hdr.Get(inbound.HeaderReplayed) != "" {
 		t.Fatalf("publish: %s %v", first, hdr)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the published event's delivery", func() bool { return rcv.count() == 1 })
@@ -200,11 +202,11 @@ func TestAdminPublish(t *testing.T) {
 
 	// The same event id again: the first answer, replayed; nothing new.
 	st, hdr, again := g.api("POST", "/events", acmeToken, pub)
-	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("republish: %d %s %q", st, again, hdr.Get(headerReplayed))
+	if st != 202 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("republish: %d %s %q", st, again, hdr.Get(inbound.HeaderReplayed))
 	}
 	// ... and through ingest too: one dedupe for both ways in.
-	if st, hdr, b := g.post("open", []byte(`{"n":1}`), map[string]string{"Idempotency-Key": "pub-1"}); st != 202 || string(b) != string(first) || hdr.Get(headerReplayed) != "true" {
+	if st, hdr, b := g.post("open", []byte(`{"n":1}`), map[string]string{"Idempotency-Key": "pub-1"}); st != 202 || string(b) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("ingest of the published id: %d %s", st, b)
 	}
 	pub["payload"] = jsonMap{"n": 2}
@@ -218,13 +220,13 @@ func TestAdminPublish(t *testing.T) {
 	if acc["event_id"] != "from-payload" {
 		t.Fatalf("event id %v", acc)
 	}
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+acc["id"].(string), acmeToken, nil))
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+acc["id"].(string), acmeToken, nil))
 	if ev.Type != "order.x" || ev.Tenant != "acme" {
 		t.Fatalf("type from the source's expression: %+v", ev)
 	}
 	// An operator publishes in the source's tenant.
 	acc = must[jsonMap](t, 202)(g.api("POST", "/events", opToken, jsonMap{"source": "other", "type": "t", "payload": []int{1, 2}}))
-	if ev := must[eventView](t, 200)(g.api("GET", "/events/"+acc["id"].(string), opToken, nil)); ev.Tenant != "globex" || *ev.Body != "[1,2]" {
+	if ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+acc["id"].(string), opToken, nil)); ev.Tenant != "globex" || *ev.Body != "[1,2]" {
 		t.Fatalf("operator publish %+v", ev)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the globex delivery", func() bool { return rcv.byPath()["/globex"] == 1 })
@@ -249,14 +251,14 @@ func TestAdminReplayEvent(t *testing.T) {
   - {id: off, tenant: acme, url: %q}
   - {id: g, tenant: globex, url: %q}
 `, rcv.url("a"), rcv.url("b"), rcv.url("off"), rcv.url("g"))})
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/off", opToken, jsonMap{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/off", opToken, jsonMap{"disabled": true}))
 	st, _, b := g.post("open", []byte(`{"id":"r1","type":"invoice.paid"}`), nil)
 	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 
 	// Default: every endpoint that matches now (a; not b, not the disabled one).
-	re := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	re := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 	if len(re.Data) != 1 || re.Data[0].Endpoint != "a" || re.Data[0].Event != id || re.Data[0].IdempotencyKey != ev.IdempotencyKey || re.Data[0].State != "pending" {
 		t.Fatalf("replay: %+v", re)
 	}
@@ -266,12 +268,12 @@ func TestAdminReplayEvent(t *testing.T) {
 		t.Fatalf("the replay carries Idempotency-Key %q, the original %q", k1, k0)
 	}
 	// Named endpoints, even one whose filters do not match; duplicates once.
-	re = must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"b", "b"}}))
+	re = must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"b", "b"}}))
 	if len(re.Data) != 1 || re.Data[0].Endpoint != "b" {
 		t.Fatalf("replay to b: %+v", re)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to b", func() bool { return rcv.byPath()["/b"] == 1 })
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("%d deliveries of the event, want 3", n)
 	}
 	wantProblem(t, "unknown endpoint", 422, "endpoints[1]")(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"a", "nope"}}))
@@ -279,7 +281,7 @@ func TestAdminReplayEvent(t *testing.T) {
 	wantProblem(t, "disabled endpoint", 409, "endpoints[0]")(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"off"}}))
 	wantProblem(t, "bad body", 400, "endpoints")(g.api("POST", "/events/"+id+"/replay", acmeToken, `{"endpoints":"a"}`))
 	wantProblem(t, "unknown event", 404, "")(g.api("POST", "/events/evt_nope/replay", acmeToken, nil))
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("refused replays added deliveries: %d", n)
 	}
 }
@@ -306,13 +308,13 @@ func TestEventViewLeadsToEveryDelivery(t *testing.T) {
 	if err := g.Store().Enqueue(context.Background(), inbound.NewDeliveries(&ev, eps, time.Now().UTC())); err != nil {
 		t.Fatal(err)
 	}
-	v := must[eventView](t, 200)(g.api("GET", "/events/"+evt, acmeToken, nil))
+	v := must[admin.Event](t, 200)(g.api("GET", "/events/"+evt, acmeToken, nil))
 	seen := map[string]bool{}
 	for _, d := range *v.Deliveries {
 		seen[d.ID] = true
 	}
 	for cursor := v.DeliveriesNextCursor; cursor != ""; {
-		page := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt+"&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		page := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt+"&cursor="+url.QueryEscape(cursor), acmeToken, nil))
 		for _, d := range page.Data {
 			if d.Event != evt || seen[d.ID] {
 				t.Fatalf("delivery %s (event %s) listed again or not the event's", d.ID, d.Event)
@@ -336,7 +338,7 @@ func TestAdminEventsTypeGlobEdges(t *testing.T) {
 		wantProblem(t, q, 400, "type")(g.api("GET", "/events?"+q, acmeToken, nil))
 	}
 	for q, want := range map[string]int{"type=%5Ca": 2, "type=%5C%2A": 0, "type=orders/create": 0, "type=orders%2F*": 0, "type=": 4, "type=" + strings.Repeat("a", 300): 0} {
-		if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
+		if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
 			t.Fatalf("%s: %d events, want %d", q, len(l.Data), want)
 		}
 	}
@@ -364,7 +366,7 @@ func TestPublishWithoutEventIDIsNamedByItsKey(t *testing.T) {
 		t.Fatalf("without a key: %v and %v, want one event named by the payload's hash", c, d)
 	}
 	// Three events in all.
-	if evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 3 {
+	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 3 {
 		t.Fatalf("%d events, want 3", len(evs))
 	}
 }
@@ -404,7 +406,7 @@ func TestAdminEventStates(t *testing.T) {
 	failed := id(g.post("open", []byte(`{"id":"f1","type":"fail.me"}`), nil))
 	listed := func(state string) []string {
 		var ids []string
-		for _, ev := range must[apiList[eventView]](t, 200)(g.api("GET", "/events?state="+state, acmeToken, nil)).Data {
+		for _, ev := range must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?state="+state, acmeToken, nil)).Data {
 			ids = append(ids, ev.ID)
 		}
 		return ids
@@ -413,14 +415,14 @@ func TestAdminEventStates(t *testing.T) {
 	if got := listed("unmatched"); !slices.Equal(got, []string{early}) {
 		t.Fatalf("unmatched: %v, want [%s]", got, early)
 	}
-	if ev := must[eventView](t, 200)(g.api("GET", "/events/"+failed, acmeToken, nil)); ev.State != "failed" {
+	if ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+failed, acmeToken, nil)); ev.State != "failed" {
 		t.Fatalf("GET /events/%s: state %q, want failed", failed, ev.State)
 	}
 	wantProblem(t, "a state that is none", 400, "state")(g.api("GET", "/events?state=lost", acmeToken, nil))
 
 	// The endpoint the early event was for exists now.
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "late", "url": rcv.url("late"), "event_types": []string{"order.*"}}))
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"event_state": "unmatched"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "late", "url": rcv.url("late"), "event_types": []string{"order.*"}}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"event_state": "unmatched"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.Matched != 1 || job.Enqueued != 1 || job.EventState != "unmatched" {
 		t.Fatalf("replay of the unmatched events: %+v", job)
 	}

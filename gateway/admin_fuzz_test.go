@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/problem"
 )
 
@@ -47,7 +48,7 @@ func newFuzzAdmin(f *testing.F) *fuzzAdmin {
 		fa.evt, _ = ans["id"].(string)
 	}
 	st, b := fa.call(f, http.MethodGet, "/deliveries?limit=1", opToken, nil, "")
-	var l apiList[deliveryView]
+	var l apiList[admin.Delivery]
 	if err := json.Unmarshal(b, &l); st != 200 || err != nil || len(l.Data) != 1 || l.NextCursor == "" {
 		f.Fatalf("seed deliveries: %d %s", st, b)
 	}
@@ -84,7 +85,7 @@ func (fa *fuzzAdmin) do(tb testing.TB, method, target, token string, body []byte
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if idemKey != "" {
-		req.Header.Set(headerIdempotencyKey, idemKey)
+		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	resp, err := fa.g.admin.Test(req, -1)
 	var tooLong *fasthttp.ErrSmallBuffer

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,11 +15,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 func countEndpoints(t *testing.T, g *gw) int {
 	t.Helper()
-	return len(must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints?limit=1000", opToken, nil)).Data)
+	return len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=1000", opToken, nil)).Data)
 }
 
 func TestAdminIdempotencyKey(t *testing.T) {
@@ -30,11 +33,11 @@ func TestAdminIdempotencyKey(t *testing.T) {
 
 	// First: executed. Again: the stored answer, byte for byte, not executed.
 	st, hdr, first := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "k1")
-	if st != 201 || hdr.Get(headerReplayed) != "" {
+	if st != 201 || hdr.Get(inbound.HeaderReplayed) != "" {
 		t.Fatalf("first: %d %s", st, first)
 	}
 	st, hdr, again := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "k1")
-	if st != 201 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" || hdr.Get("Content-Type") != "application/json" {
+	if st != 201 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("replay: %d %s %v", st, again, hdr)
 	}
 	if n := countEndpoints(t, g); n != 1 {
@@ -52,11 +55,11 @@ func TestAdminIdempotencyKey(t *testing.T) {
 		}
 	}
 	// Keys are scoped to the token's tenant: the operator's k1 is another key.
-	if st, hdr, b := g.api("POST", "/endpoints", opToken, body, "Idempotency-Key", "k1"); st != 201 || hdr.Get(headerReplayed) != "" {
+	if st, hdr, b := g.api("POST", "/endpoints", opToken, body, "Idempotency-Key", "k1"); st != 201 || hdr.Get(inbound.HeaderReplayed) != "" {
 		t.Fatalf("operator's k1: %d %s", st, b)
 	}
 	// Without a key every POST runs.
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
 	if n := countEndpoints(t, g); n != 3 {
 		t.Fatalf("%d endpoints, want 3", n)
 	}
@@ -66,21 +69,21 @@ func TestAdminIdempotencyKey(t *testing.T) {
 	wantProblem(t, "invalid", 422, "url")(g.api("POST", "/endpoints", acmeToken, bad, "Idempotency-Key", "k2"))
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, bad, "Idempotency-Key", "k2")
 	wantProblem(t, "replayed invalid", 422, "url")(st, hdr, b)
-	if hdr.Get(headerReplayed) != "true" {
+	if hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("a stored 422 was not replayed: %v", hdr)
 	}
 	// Other POSTs honour it too: a replay of an event runs once.
 	rcv := newReceiver(t)
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "r", "url": rcv.url("r")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "r", "url": rcv.url("r")}))
 	_, _, eb := g.post("open", []byte(`{"id":"idem-ev"}`), nil)
 	evt := must[jsonMap](t, 202)(202, nil, eb)["id"].(string)
 	to := jsonMap{"endpoints": []string{"r"}}
-	r1 := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
-	r2 := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
+	r1 := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
+	r2 := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
 	if len(r1.Data) != 1 || len(r2.Data) != 1 || r1.Data[0].ID != r2.Data[0].ID {
 		t.Fatalf("replays %+v / %+v", r1, r2)
 	}
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=r&event="+evt, acmeToken, nil)).Data); n != 2 {
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=r&event="+evt, acmeToken, nil)).Data); n != 2 {
 		t.Fatalf("%d deliveries, want the original and one replay", n)
 	}
 
@@ -95,7 +98,7 @@ func TestAdminIdempotencyKey(t *testing.T) {
 		"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", acmeToken)
 	wantProblem(t, "two keys", 400, "Idempotency-Key")(rawRequest(t, g.AdminAddr(), two))
 	// GET ignores the header.
-	must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil, "Idempotency-Key", "k1"))
+	must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil, "Idempotency-Key", "k1"))
 }
 
 // TestAdminIdempotencyConcurrent: 50 identical POSTs at once have exactly
@@ -116,7 +119,7 @@ func TestAdminIdempotencyConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "storm")
-			answers[i] = answer{st, string(b), hdr.Get("Retry-After"), hdr.Get(headerReplayed) == "true"}
+			answers[i] = answer{st, string(b), hdr.Get("Retry-After"), hdr.Get(inbound.HeaderReplayed) == "true"}
 		})
 	}
 	wg.Wait()
@@ -149,7 +152,7 @@ func TestAdminIdempotencyConcurrent(t *testing.T) {
 	}
 	// Once done, a retry gets the answer.
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "storm")
-	if st != 201 || string(b) != created || hdr.Get(headerReplayed) != "true" {
+	if st != 201 || string(b) != created || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("after the storm: %d %s", st, b)
 	}
 }
@@ -164,7 +167,7 @@ func TestAdminIdempotencyCrashedClaim(t *testing.T) {
 	body := []byte(`{"id":"after-crash","url":"http://receiver.test/c"}`)
 	now := time.Now().UTC()
 	res, err := g.Store().ClaimKey(context.Background(), storage.IdemClaim{
-		Tenant: "acme", Key: "crash", RequestHash: requestHash("POST", "/api/v1/endpoints", body),
+		Tenant: "acme", Key: "crash", RequestHash: admin.RequestHash("POST", "/api/v1/endpoints", body),
 		Now: now, LeaseUntil: now.Add(1500 * time.Millisecond), Remember: now.Add(72 * time.Hour),
 	})
 	if err != nil || res.State != storage.IdemNew {
@@ -182,10 +185,10 @@ func TestAdminIdempotencyCrashedClaim(t *testing.T) {
 		st, _, _ := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "crash")
 		return st == 201
 	})
-	must[endpointView](t, 200)(g.api("GET", "/endpoints/after-crash", acmeToken, nil))
+	must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/after-crash", acmeToken, nil))
 	wantProblem(t, "another request after the retry ran", 422, "Idempotency-Key")(g.api("POST", "/endpoints", acmeToken, other, "Idempotency-Key", "crash"))
 	st, hdr, _ = g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "crash")
-	if st != 201 || hdr.Get(headerReplayed) != "true" {
+	if st != 201 || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("after the retry ran: %d %v", st, hdr)
 	}
 }
@@ -226,10 +229,10 @@ func TestAdminIdempotencyServerError(t *testing.T) {
 	}
 	fc.set(false)
 	st, hdr, b = g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "k5")
-	if st != 201 || hdr.Get(headerReplayed) != "" {
+	if st != 201 || hdr.Get(inbound.HeaderReplayed) != "" {
 		t.Fatalf("retry after a 5xx: %d %s", st, b)
 	}
-	var ep endpointView
+	var ep admin.Endpoint
 	if err := json.Unmarshal(b, &ep); err != nil || ep.ID != "flaky" {
 		t.Fatalf("created %s", b)
 	}
@@ -248,7 +251,7 @@ func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	held.waitHit(t)
-	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
+	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
 
 	st, hdr, b := g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil, "Idempotency-Key", "retry-1")
 	p := wantProblem(t, "retry in flight", 409, "")(st, hdr, b)
@@ -257,14 +260,14 @@ func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
 	}
 	held.release()
 	testsupport.WaitFor(t, 10*time.Second, "the attempt to succeed", func() bool {
-		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
+		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil)).State == "succeeded"
 	})
 	// The client retries as told, with its key.
 	st, hdr, b = g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil, "Idempotency-Key", "retry-1")
 	if st != 202 {
 		t.Fatalf("the retry the 409 asked for, with the same Idempotency-Key: %d (Idempotent-Replayed %q, Retry-After %q) %s; "+
 			"want 202: a 'retry later' conflict must not be stored as the key's answer",
-			st, hdr.Get(headerReplayed), hdr.Get("Retry-After"), b)
+			st, hdr.Get(inbound.HeaderReplayed), hdr.Get("Retry-After"), b)
 	}
 }
 
@@ -273,7 +276,7 @@ func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
 func afterTTL[T any](t *testing.T, g *gw, path string, body any, key string, want int) T {
 	t.Helper()
 	return postUntil[T](t, g, path, body, key, want, "the key's stored answer to expire",
-		func(_ int, hdr http.Header) bool { return hdr.Get(headerReplayed) != "true" })
+		func(_ int, hdr http.Header) bool { return hdr.Get(inbound.HeaderReplayed) != "true" })
 }
 
 // SPEC section 5: an answer is stored for dedupe.ttl; after that the key
@@ -292,13 +295,13 @@ func TestBulkReplayKeyReusedAfterTTLRunsAgain(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 
 	body := jsonMap{"source": "open"}
-	first := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "nightly"))
+	first := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "nightly"))
 	if job := waitReplay(t, g, acmeToken, first.ID); job.State != "completed" || job.Enqueued != 1 {
 		t.Fatalf("first replay: %+v", job)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the first replay's delivery", func() bool { return rcv.count() == 2 })
 
-	again := afterTTL[replayView](t, g, "/replays", body, "nightly", 202)
+	again := afterTTL[admin.Replay](t, g, "/replays", body, "nightly", 202)
 	if again.ID == first.ID {
 		t.Fatalf("the request with a key whose answer expired (dedupe.ttl) was not executed: it answered 202 "+
 			"with the old job %s (state %q, enqueued %d) and started no replay", again.ID, again.State, again.Enqueued)
@@ -316,10 +319,10 @@ func TestCreateEndpointKeyReusedAfterTTLCreatesWhatItAsks(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, gwOptions{ttl: "1s"})
 	body := jsonMap{"url": "http://receiver.test/a"}
-	first := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "setup"))
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/"+first.ID, acmeToken, jsonMap{"url": "http://receiver.test/b"}))
+	first := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "setup"))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/"+first.ID, acmeToken, jsonMap{"url": "http://receiver.test/b"}))
 
-	again := afterTTL[endpointView](t, g, "/endpoints", body, "setup", 201)
+	again := afterTTL[admin.Endpoint](t, g, "/endpoints", body, "setup", 201)
 	if again.URL != "http://receiver.test/a" || again.ID == first.ID {
 		t.Fatalf("POST /endpoints {url: .../a} with a key whose answer expired answered 201 with endpoint %s, url %s "+
 			"(the one an earlier request made and that was changed since); want a new endpoint to .../a", again.ID, again.URL)
@@ -346,9 +349,9 @@ func TestCreateReplayRunAgainAfterEndpointDisabledFindsFirstJob(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	body := jsonMap{"endpoint": "r"}
-	first := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "lost-r"))
+	first := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "lost-r"))
 	waitReplay(t, g, acmeToken, first.ID)
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/r", acmeToken, jsonMap{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/r", acmeToken, jsonMap{"disabled": true}))
 
 	var st int
 	var b []byte
@@ -373,7 +376,7 @@ func TestOtherRequestAfterAmbiguous503Is422(t *testing.T) {
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, first, "Idempotency-Key", "reuse-amb")
 	want503(t, "endpoint write reported failed", st, hdr, b)
 	fs.set(faultNone, "PutEndpoint")
-	must[endpointView](t, 200)(g.api("GET", "/endpoints/reuse-first", acmeToken, nil)) // it was written
+	must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/reuse-first", acmeToken, nil)) // it was written
 
 	other := jsonMap{"id": "reuse-other", "url": "http://receiver.test/other"}
 	st, _, b = g.api("POST", "/endpoints", acmeToken, other, "Idempotency-Key", "reuse-amb")
@@ -467,7 +470,7 @@ func TestSlowIdempotentPostStillStoresItsAnswer(t *testing.T) {
 	}})
 	body := jsonMap{"id": "slow-ep", "url": "http://receiver.test/slow", "sources": []string{"open"}}
 	ss.delay.Store(int64(10*time.Second + 300*time.Millisecond))
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "slow-key"))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "slow-key"))
 	ss.delay.Store(0)
 	ss.mu.Lock()
 	seen := append([]error(nil), ss.finished...)
@@ -476,9 +479,9 @@ func TestSlowIdempotentPostStillStoresItsAnswer(t *testing.T) {
 		t.Errorf("FinishKey contexts: %v; want one live context (the answer's write has its own 10s)", seen)
 	}
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "slow-key")
-	if st != 201 || hdr.Get(headerReplayed) != "true" {
+	if st != 201 || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("retry of a POST that took 10.3s: %d Idempotent-Replayed=%q Retry-After=%q %s; want 201 replayed",
-			st, hdr.Get(headerReplayed), hdr.Get("Retry-After"), b)
+			st, hdr.Get(inbound.HeaderReplayed), hdr.Get("Retry-After"), b)
 	}
 }
 
@@ -582,14 +585,14 @@ func TestCreateEndpointRetryTakingOverASlowFirstRunGetsTheEndpoint(t *testing.T)
 	if a1.st != http.StatusCreated {
 		t.Fatalf("first run: %d %s", a1.st, a1.b)
 	}
-	var made endpointView
+	var made admin.Endpoint
 	if err := json.Unmarshal(a1.b, &made); err != nil {
 		t.Fatal(err)
 	}
 	// A later retry gets the key's stored answer.
 	st3, b3 := post()
 	for _, a := range []answer{a2, {st3, b3}} {
-		var got endpointView
+		var got admin.Endpoint
 		if a.st != http.StatusCreated || json.Unmarshal(a.b, &got) != nil || got.ID != made.ID {
 			t.Errorf("retry of the create that made %s: %d %s; want 201 with that endpoint", made.ID, a.st, bytes.TrimSpace(a.b))
 		}
@@ -709,19 +712,19 @@ func TestAdminIdempotencyKeyFreeAfterUnroutedPost(t *testing.T) {
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "unrouted-typo")
 	if st != 201 {
 		t.Errorf("POST /endpoints under a key whose only earlier use ran no handler (404): %d %s (Idempotent-Replayed=%q); want 201 (the key was never used by an executed request)",
-			st, strings.TrimSpace(string(b)), hdr.Get(headerReplayed))
+			st, strings.TrimSpace(string(b)), hdr.Get(inbound.HeaderReplayed))
 	}
 
 	// The same with a 405: POST to a route that takes no POST, then the
 	// POST meant (rotate-secret) under the same key.
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, `{"id":"unrouted-ep","url":"http://receiver.test/b"}`))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, `{"id":"unrouted-ep","url":"http://receiver.test/b"}`))
 	if st, _, b := g.api("POST", "/endpoints/unrouted-ep", acmeToken, `{}`, "Idempotency-Key", "unrouted-405"); st != 405 {
 		t.Fatalf("POST /endpoints/{id}: %d %s, want 405", st, b)
 	}
 	st, hdr, b = g.api("POST", "/endpoints/unrouted-ep/rotate-secret", acmeToken, `{}`, "Idempotency-Key", "unrouted-405")
 	if st != 200 {
 		t.Errorf("POST rotate-secret under a key whose only earlier use ran no handler (405): %d %s (Idempotent-Replayed=%q); want 200",
-			st, strings.TrimSpace(string(b)), hdr.Get(headerReplayed))
+			st, strings.TrimSpace(string(b)), hdr.Get(inbound.HeaderReplayed))
 	}
 }
 
@@ -784,8 +787,8 @@ func TestCreateEndpointRunAgainAfterLostAnswer(t *testing.T) {
 	}})
 	before := countEndpoints(t, g)
 	body := jsonMap{"url": "http://receiver.test/lost"}
-	first := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "lost-1"))
-	again := rerun[endpointView](t, g, "/endpoints", body, "lost-1", 201)
+	first := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "lost-1"))
+	again := rerun[admin.Endpoint](t, g, "/endpoints", body, "lost-1", 201)
 	if again.ID != first.ID || again.Secret != first.Secret || again.URL != first.URL {
 		t.Fatalf("run again: %+v, first run: %+v", again, first)
 	}
@@ -794,19 +797,19 @@ func TestCreateEndpointRunAgainAfterLostAnswer(t *testing.T) {
 	}
 
 	// Another key is another request: another endpoint.
-	other := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "lost-2"))
+	other := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "lost-2"))
 	if other.ID == first.ID {
 		t.Fatalf("two keys made one id %s", other.ID)
 	}
 	// Without a key every POST makes a new endpoint.
-	plain1 := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
-	plain2 := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
+	plain1 := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
+	plain2 := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body))
 	if plain1.ID == plain2.ID || plain1.Secret == plain2.Secret {
 		t.Fatalf("two POSTs without a key: %s and %s", plain1.ID, plain2.ID)
 	}
 	// An id the request names is the request's: taken, it stays a 409.
 	named := jsonMap{"id": "named-lost", "url": "http://receiver.test/lost"}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, named, "Idempotency-Key", "lost-3"))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, named, "Idempotency-Key", "lost-3"))
 	wantProblem(t, "named id taken", 409, "id")(g.api("POST", "/endpoints", acmeToken, named, "Idempotency-Key", "lost-4"))
 }
 
@@ -819,12 +822,12 @@ func TestCreateReplayRunAgainAfterLostAnswer(t *testing.T) {
 		return &lostAnswers{Store: s, lease: time.Second}
 	}})
 	body := jsonMap{"source": "open"}
-	first := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "lost-replay"))
-	again := rerun[replayView](t, g, "/replays", body, "lost-replay", 202)
+	first := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "lost-replay"))
+	again := rerun[admin.Replay](t, g, "/replays", body, "lost-replay", 202)
 	if again.ID != first.ID {
 		t.Fatalf("run again started job %s; the first run's is %s", again.ID, first.ID)
 	}
-	other := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "another"))
+	other := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, body, "Idempotency-Key", "another"))
 	if other.ID == first.ID {
 		t.Fatalf("two keys, one job %s", other.ID)
 	}
@@ -844,7 +847,7 @@ func TestCreateRunAgainAfterAnAmbiguousWriteFindsIt(t *testing.T) {
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-ep")
 	want503(t, "endpoint write reported failed", st, hdr, b)
 	fs.set(faultNone, "PutEndpoint")
-	again := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-ep"))
+	again := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-ep"))
 	if n := countEndpoints(t, g); n != before+1 || again.URL != "http://receiver.test/ambiguous" {
 		t.Fatalf("%d endpoints (want %d), answer %+v", n, before+1, again)
 	}
@@ -855,7 +858,7 @@ func TestCreateRunAgainAfterAnAmbiguousWriteFindsIt(t *testing.T) {
 	st, hdr, b = g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl")
 	want503(t, "replay job write reported failed", st, hdr, b)
 	fs.set(faultNone, "CreateReplay")
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl"))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}, "Idempotency-Key", "amb-rpl"))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Enqueued != 2 {
 		t.Fatalf("job: %+v", job)
 	}
@@ -881,7 +884,7 @@ func TestCreateEndpointFoundAfterAmbiguousWriteGetsDeliveries(t *testing.T) {
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-found")
 	want503(t, "endpoint write reported failed", st, hdr, b)
 	fs.set(faultNone, "PutEndpoint")
-	ep := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-found"))
+	ep := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "amb-found"))
 	if ep.URL != rcv.url("found") {
 		t.Fatalf("retry answered %+v", ep)
 	}
@@ -902,16 +905,16 @@ func TestCreateNamedRunAgainAfterLostAnswer(t *testing.T) {
 		return &lostAnswers{Store: s, lease: time.Second}
 	}})
 	ep := jsonMap{"id": "named-ep", "url": "http://receiver.test/named"}
-	first := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, ep, "Idempotency-Key", "named-1"))
-	again := rerun[endpointView](t, g, "/endpoints", ep, "named-1", 201)
+	first := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, ep, "Idempotency-Key", "named-1"))
+	again := rerun[admin.Endpoint](t, g, "/endpoints", ep, "named-1", 201)
 	if again.ID != "named-ep" || again.Secret != first.Secret {
 		t.Fatalf("run again: %+v, first run: %+v", again, first)
 	}
 	wantProblem(t, "the id under another key", 409, "id")(g.api("POST", "/endpoints", acmeToken, ep, "Idempotency-Key", "named-2"))
 
 	src := jsonMap{"id": "named-src", "verify": jsonMap{"scheme": "none"}}
-	must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, src, "Idempotency-Key", "named-3"))
-	if again := rerun[sourceView](t, g, "/sources", src, "named-3", 201); again.ID != "named-src" {
+	must[admin.Source](t, 201)(g.api("POST", "/sources", acmeToken, src, "Idempotency-Key", "named-3"))
+	if again := rerun[admin.Source](t, g, "/sources", src, "named-3", 201); again.ID != "named-src" {
 		t.Fatalf("run again: %+v", again)
 	}
 	wantProblem(t, "the source id under another key", 409, "id")(g.api("POST", "/sources", acmeToken, src, "Idempotency-Key", "named-4"))
@@ -931,9 +934,9 @@ func TestReplayAndRetryRunAgainAfterLostAnswer(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 
 	path := "/events/" + id + "/replay"
-	first := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r"))
+	first := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r"))
 	testsupport.WaitFor(t, 10*time.Second, "the replay", func() bool { return rcv.count() == 2 })
-	again := rerun[apiList[deliveryView]](t, g, path, jsonMap{}, "lost-r", 202)
+	again := rerun[apiList[admin.Delivery]](t, g, path, jsonMap{}, "lost-r", 202)
 	if len(first.Data) != 1 || len(again.Data) != 1 || again.Data[0].ID != first.Data[0].ID {
 		t.Fatalf("run again answered %+v; the first run made %+v", again.Data, first.Data)
 	}
@@ -942,16 +945,16 @@ func TestReplayAndRetryRunAgainAfterLostAnswer(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the replay's outcome", func() bool {
 		return g.dpDelivery(first.Data[0].ID).State == "succeeded"
 	})
-	must[deliveryView](t, 202)(g.api("POST", retry, acmeToken, nil, "Idempotency-Key", "lost-t"))
+	must[admin.Delivery](t, 202)(g.api("POST", retry, acmeToken, nil, "Idempotency-Key", "lost-t"))
 	testsupport.WaitFor(t, 10*time.Second, "the retry's outcome", func() bool {
 		d := g.dpDelivery(first.Data[0].ID)
 		return d.State == "succeeded" && d.AttemptCount == 2
 	})
-	rerun[deliveryView](t, g, retry, nil, "lost-t", 202)
+	rerun[admin.Delivery](t, g, retry, nil, "lost-t", 202)
 
 	// A later replay under another key is sent. Once it is delivered, the
 	// receiver has had 4 requests if neither run again sent anything.
-	later := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r2"))
+	later := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r2"))
 	testsupport.WaitFor(t, 10*time.Second, "the second replay", func() bool {
 		return len(later.Data) == 1 && g.dpDelivery(later.Data[0].ID).State == "succeeded"
 	})
@@ -1013,26 +1016,26 @@ func TestKeyedReplayRetriedAfter503IsTheNewestDelivery(t *testing.T) {
 	rcv := newReceiver(t)
 	g, ids, path := keyedReplayAfter503(t, rcv, "ko", "")
 	// Another operator's replay meanwhile (no key).
-	mid := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
+	mid := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
 	// Strictly later than mid, on the API's clock.
 	testsupport.WaitFor(t, 5*time.Second, "the clock to pass mid's creation", func() bool {
 		c, _ := time.Parse(time.RFC3339Nano, mid.CreatedAt)
 		return time.Now().After(c.Add(2 * time.Millisecond))
 	})
-	keyed := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1")).Data[0]
+	keyed := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1")).Data[0]
 	if keyed.CreatedAt <= mid.CreatedAt {
 		t.Fatalf("keyed created_at %s not after mid's %s", keyed.CreatedAt, mid.CreatedAt)
 	}
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
 	if len(*ev.Deliveries) != 3 || (*ev.Deliveries)[0].ID != keyed.ID {
 		t.Errorf("GET /events/{id} newest first: %+v; the newest is %s (created %s)", *ev.Deliveries, keyed.ID, keyed.CreatedAt)
 	}
-	list := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil))
+	list := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil))
 	if len(list.Data) != 3 || list.Data[0].ID != keyed.ID {
 		t.Errorf("GET /deliveries?event= newest first: first is %s (created %s), want %s (created %s)",
 			list.Data[0].ID, list.Data[0].CreatedAt, keyed.ID, keyed.CreatedAt)
 	}
-	since := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?since="+url.QueryEscape(keyed.CreatedAt), acmeToken, nil))
+	since := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?since="+url.QueryEscape(keyed.CreatedAt), acmeToken, nil))
 	if len(since.Data) != 1 || since.Data[0].ID != keyed.ID {
 		t.Errorf("GET /deliveries?since=%s lists %d deliveries, want the keyed replay's %s", keyed.CreatedAt, len(since.Data), keyed.ID)
 	}
@@ -1046,12 +1049,12 @@ func TestStatusReplayTakesTheKeyedReplayAsLatest(t *testing.T) {
 	rcv := newReceiver(t)
 	g, _, path := keyedReplayAfter503(t, rcv, "kl", ", retry: {max_attempts: 1}")
 	rcv.failAt("kl", true)
-	mid := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
+	mid := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
 	waitDeliveryState(t, g, mid.ID, "failed")
 	rcv.failAt("kl", false)
-	keyed := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1")).Data[0]
+	keyed := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1")).Data[0]
 	waitDeliveryState(t, g, keyed.ID, "succeeded")
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "kl", "status": "failed"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "kl", "status": "failed"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.Matched != 0 || job.Enqueued != 0 {
 		t.Fatalf("replay of failed matched %d, enqueued %d: the event's latest delivery to kl (%s, created %s) succeeded; the failed one (%s, created %s) is older",
@@ -1060,7 +1063,7 @@ func TestStatusReplayTakesTheKeyedReplayAsLatest(t *testing.T) {
 }
 
 // A keyed event replay whose answer was lost is run again. Meanwhile the
-// event got maxPageLimit (1000) more deliveries (other replays): the run
+// event got admin.MaxPageLimit (1000) more deliveries (other replays): the run
 // again still finds its first run's delivery, past the first page of the
 // event's deliveries, and sends nothing more.
 func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
@@ -1072,7 +1075,7 @@ func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
 	id := ingestN(t, g, "pl", 1)[0]
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 	path := "/events/" + id + "/replay"
-	first := must[apiList[deliveryView]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "pl-1"))
+	first := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "pl-1"))
 	if len(first.Data) != 1 {
 		t.Fatalf("first run: %+v", first.Data)
 	}
@@ -1085,7 +1088,7 @@ func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
 	// not "a" (as other replays to other endpoints would make).
 	base := time.Now()
 	var more []storage.Delivery
-	for i := range maxPageLimit {
+	for i := range admin.MaxPageLimit {
 		now := base.Add(time.Duration(i) * time.Microsecond)
 		more = append(more, storage.Delivery{
 			ID: storage.NewID("dlv_", now), Event: ev.ID, Tenant: ev.Tenant, Endpoint: "zz-other",
@@ -1100,7 +1103,7 @@ func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
 		}
 		more = more[n:]
 	}
-	again := rerun[apiList[deliveryView]](t, g, path, jsonMap{}, "pl-1", 202)
+	again := rerun[apiList[admin.Delivery]](t, g, path, jsonMap{}, "pl-1", 202)
 	if len(again.Data) != 1 || again.Data[0].ID != first.Data[0].ID {
 		ds, _, _ := g.Store().ListDeliveries(ctx, storage.DeliveryFilter{Event: id, Endpoint: "a", Limit: 10})
 		t.Fatalf("run again answered %s; the first run made %s; the event has %d deliveries to a (want 2: original + one replay)",

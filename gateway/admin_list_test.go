@@ -3,13 +3,16 @@ package gateway
 import (
 	"bytes"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"net/url"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
 )
 
 // TestEndpointAndSourceListsRefuseAnotherListsCursor: a cursor belongs to
@@ -20,15 +23,15 @@ import (
 func TestEndpointAndSourceListsRefuseAnotherListsCursor(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	for _, id := range []string{"alpha", "beta", "zulu"} {
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": id, "url": "http://127.0.0.1:1/x"}))
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": id, "url": "http://127.0.0.1:1/x"}))
 	}
 	for i := range 2 {
 		if st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"c-%d","type":"t"}`, i), nil); st != 202 {
 			t.Fatalf("ingest: %d %s", st, b)
 		}
 	}
-	evCursor := must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).NextCursor
-	dlvCursor := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1", acmeToken, nil)).NextCursor
+	evCursor := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).NextCursor
+	dlvCursor := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1", acmeToken, nil)).NextCursor
 	if evCursor == "" || dlvCursor == "" {
 		t.Fatalf("no cursors to reuse: %q %q", evCursor, dlvCursor)
 	}
@@ -39,7 +42,7 @@ func TestEndpointAndSourceListsRefuseAnotherListsCursor(t *testing.T) {
 	} {
 		st, hdr, b := g.api("GET", c.path, acmeToken, nil)
 		if st == 200 {
-			l := must[apiList[endpointView]](t, 200)(st, nil, b)
+			l := must[apiList[admin.Endpoint]](t, 200)(st, nil, b)
 			var ids []string
 			for _, ep := range l.Data {
 				ids = append(ids, ep.ID)
@@ -84,7 +87,7 @@ func TestAdminListsAreNewestFirstWithinAMillisecond(t *testing.T) {
 		return n
 	}
 	events := func() []rec {
-		l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=1000", opToken, nil))
+		l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1000", opToken, nil))
 		out := make([]rec, len(l.Data))
 		for i, e := range l.Data {
 			out[i] = rec{e.ID, e.ReceivedAt}
@@ -127,9 +130,9 @@ func TestAdminListsAreNewestFirstWithinAMillisecond(t *testing.T) {
 	check("GET /events", events())
 	// The deliveries of those events (one each, to sink), likewise.
 	testsupport.WaitFor(t, 20*time.Second, "a delivery per event", func() bool {
-		return len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data) == len(events())
+		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data) == len(events())
 	})
-	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
+	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
 	ds := make([]rec, len(dl.Data))
 	for i, d := range dl.Data {
 		ds[i] = rec{d.ID, d.CreatedAt}
@@ -167,7 +170,7 @@ func TestEventPageAnswerIsBoundedInBytes(t *testing.T) {
 		if len(b) > maxListAnswer {
 			t.Fatalf("one page of GET /events is a %d MiB answer (%d events of 1 MiB at limit=%d): nothing bounds a page's bytes", len(b)>>20, n, n)
 		}
-		l := must[apiList[eventView]](t, 200)(st, nil, b)
+		l := must[apiList[admin.Event]](t, 200)(st, nil, b)
 		for _, ev := range l.Data {
 			seen[ev.ID]++
 		}
@@ -210,12 +213,12 @@ func TestPaginationUnderChange(t *testing.T) {
 	// Endpoints (ordered by id; the cursor's own endpoint is deleted and
 	// new ones land before and after it between pages).
 	for i := range 9 {
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": fmt.Sprintf("p%d", i*2), "url": "http://receiver.test/p"}))
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": fmt.Sprintf("p%d", i*2), "url": "http://receiver.test/p"}))
 	}
 	seen := map[string]int{}
 	cursor, pages := "", 0
 	for {
-		l := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		l := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(cursor), acmeToken, nil))
 		for _, ep := range l.Data {
 			seen[ep.ID]++
 		}
@@ -226,8 +229,8 @@ func TestPaginationUnderChange(t *testing.T) {
 		last := l.Data[len(l.Data)-1].ID
 		must[jsonMap](t, 204)(g.api("DELETE", "/endpoints/"+last, acmeToken, nil))
 		pages++
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": fmt.Sprintf("a%d", pages), "url": "http://receiver.test/p"}))
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": fmt.Sprintf("z%d", pages), "url": "http://receiver.test/p"}))
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": fmt.Sprintf("a%d", pages), "url": "http://receiver.test/p"}))
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": fmt.Sprintf("z%d", pages), "url": "http://receiver.test/p"}))
 	}
 	for i := range 9 {
 		if id := fmt.Sprintf("p%d", i*2); seen[id] != 1 {
@@ -236,7 +239,7 @@ func TestPaginationUnderChange(t *testing.T) {
 	}
 
 	// Events and deliveries (newest first; new ones arrive between pages).
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "sink", "url": "http://127.0.0.1:1/never"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "sink", "url": "http://127.0.0.1:1/never"}))
 	var before []string
 	for i := range 10 {
 		st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"pg-%d","type":"t"}`, i), nil)
@@ -252,13 +255,13 @@ func TestPaginationUnderChange(t *testing.T) {
 			}
 			st, _, b := g.api("GET", route+sep+"limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil)
 			if route == "/events" {
-				l := must[apiList[eventView]](t, 200)(st, nil, b)
+				l := must[apiList[admin.Event]](t, 200)(st, nil, b)
 				for _, e := range l.Data {
 					evSeen[e.ID]++
 				}
 				cursor = l.NextCursor
 			} else {
-				l := must[apiList[deliveryView]](t, 200)(st, nil, b)
+				l := must[apiList[admin.Delivery]](t, 200)(st, nil, b)
 				for _, d := range l.Data {
 					dlvSeen[d.Event]++
 				}
@@ -289,10 +292,10 @@ func TestIdempotentAnswerSurvivesRestart(t *testing.T) {
 	}
 	g = g.restart(gwOptions{})
 	st, hdr, again := g.api("POST", "/endpoints", acmeToken, body, "Idempotency-Key", "restart-key")
-	if st != 201 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
+	if st != 201 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("after restart: %d %v %s", st, hdr, again)
 	}
-	if n := len(must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data); n != 1 {
+	if n := len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data); n != 1 {
 		t.Fatalf("%d endpoints, want 1", n)
 	}
 }

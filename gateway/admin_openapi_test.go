@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
 )
 
 // TestAdminOpenAPIMatchesRoutes: every /api/v1 route the admin app
@@ -22,7 +24,7 @@ func TestAdminOpenAPIMatchesRoutes(t *testing.T) {
 		Servers []struct{ URL string }                `json:"servers"`
 		Paths   map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
+	if err := json.Unmarshal(admin.OpenAPI(), &doc); err != nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
 	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Servers) != 1 || doc.Servers[0].URL != "/api/v1" {
@@ -61,7 +63,7 @@ func TestAdminOpenAPIMatchesRoutes(t *testing.T) {
 
 	// Every $ref points at something, and the document is served as is.
 	var tree any
-	_ = json.Unmarshal(openapiDoc, &tree)
+	_ = json.Unmarshal(admin.OpenAPI(), &tree)
 	var refs []string
 	var walk func(v any)
 	walk = func(v any) {
@@ -91,7 +93,7 @@ func TestAdminOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	st, hdr, b := g.api("GET", "/openapi.json", "", nil)
-	if st != 200 || !slices.Equal(b, openapiDoc) || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+	if st != 200 || !slices.Equal(b, admin.OpenAPI()) || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
 		t.Fatalf("GET /api/v1/openapi.json: %d %s", st, hdr.Get("Content-Type"))
 	}
 }
@@ -157,7 +159,7 @@ func TestOpenAPIEndpointTimeoutIsOneTheAPITakes(t *testing.T) {
 			} `json:"schemas"`
 		} `json:"components"`
 	}
-	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
+	if err := json.Unmarshal(admin.OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
 	timeout, ok := doc.Components.Schemas["EndpointInput"].Properties["timeout"]
@@ -201,7 +203,7 @@ func openapiOperations(t *testing.T) (ops map[string]map[int]bool, general map[i
 		Info  struct{ Description string } `json:"info"`
 		Paths map[string]map[string]json.RawMessage
 	}
-	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
+	if err := json.Unmarshal(admin.OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
 	general = map[int]bool{}
@@ -299,7 +301,7 @@ func TestOpenAPIDeclaresIdempotentReplayedOnEveryPost(t *testing.T) {
 	var tree struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	if err := json.Unmarshal(openapiDoc, &tree); err != nil {
+	if err := json.Unmarshal(admin.OpenAPI(), &tree); err != nil {
 		t.Fatal(err)
 	}
 	type response struct {

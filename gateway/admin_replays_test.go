@@ -2,19 +2,21 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 )
 
 // waitReplay polls a replay job until it is no longer running.
-func waitReplay(t *testing.T, g *gw, token, id string) replayView {
+func waitReplay(t *testing.T, g *gw, token, id string) admin.Replay {
 	t.Helper()
-	var job replayView
+	var job admin.Replay
 	testsupport.WaitFor(t, 20*time.Second, "replay "+id+" to finish", func() bool {
-		job = must[replayView](t, 200)(g.api("GET", "/replays/"+id, token, nil))
+		job = must[admin.Replay](t, 200)(g.api("GET", "/replays/"+id, token, nil))
 		return job.State != "running"
 	})
 	return job
@@ -34,7 +36,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool {
 		return rcv.countAt("all") == 4 && rcv.countAt("globex") == 1 &&
-			len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 2
+			len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 2
 	})
 
 	// Everything of source open, to the endpoints that match now.
@@ -50,7 +52,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the replayed deliveries", func() bool {
 		return rcv.countAt("all") == 8 && rcv.count() == 4+1+2+6 &&
-			len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 4
+			len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 4
 	})
 	if rcv.countAt("globex") != 1 {
 		t.Fatal("a replay of acme's source reached globex")
@@ -58,7 +60,7 @@ func TestAdminBulkReplay(t *testing.T) {
 
 	// Only what failed at one endpoint, once it works again.
 	rcv.failAt("flaky", false)
-	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "flaky", "status": "failed"}))
+	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "flaky", "status": "failed"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	// The first replay's deliveries to flaky failed too: each event's latest
 	// delivery there is failed, so both events match once.
@@ -66,18 +68,18 @@ func TestAdminBulkReplay(t *testing.T) {
 		t.Fatalf("replay of failed: %+v", job)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "flaky to succeed", func() bool {
-		return len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=succeeded", acmeToken, nil)).Data) == 2
+		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=succeeded", acmeToken, nil)).Data) == 2
 	})
 	// Now nothing there is failed any more: the same replay matches nothing.
-	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "flaky", "status": "failed"}))
+	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "flaky", "status": "failed"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.Matched != 0 || job.Enqueued != 0 {
 		t.Fatalf("second replay of failed: %+v", job)
 	}
 
 	// A time window: only the events received in it.
-	first := must[eventView](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
+	first := must[admin.Event](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
 	before := rcv.countAt("all")
-	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "all", "until": first.ReceivedAt}))
+	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "all", "until": first.ReceivedAt}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.Matched < 1 || job.Matched != job.Enqueued || job.Until != first.ReceivedAt {
 		t.Fatalf("windowed replay %+v", job)
@@ -85,7 +87,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the windowed replay", func() bool { return rcv.countAt("all") == before+job.Enqueued })
 
 	// An operator's replay of every tenant.
-	job = must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"since": "2000-01-01T00:00:00Z"}))
+	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"since": "2000-01-01T00:00:00Z"}))
 	if job = waitReplay(t, g, opToken, job.ID); job.Matched != 5 || job.Tenant != "" {
 		t.Fatalf("operator replay %+v", job)
 	}
@@ -133,7 +135,7 @@ func TestAdminRetentionPurgesOldEvents(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"old"}`), nil)
 	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data[0]
+	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data[0]
 
 	// Retention deletes it (the sweep, run here instead of waiting a minute).
 	testsupport.WaitFor(t, 10*time.Second, "the event to pass retention", func() bool {
@@ -148,11 +150,11 @@ func TestAdminRetentionPurgesOldEvents(t *testing.T) {
 	wantProblem(t, "replay expired", 410, "")(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
 	wantProblem(t, "its delivery", 404, "")(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil))
 	wantProblem(t, "retry its delivery", 404, "")(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
-	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)); len(l.Data) != 0 {
+	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)); len(l.Data) != 0 {
 		t.Fatalf("events after the sweep: %+v", l)
 	}
 	// A bulk replay over the purged window finds nothing to do.
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Matched != 0 {
 		t.Fatalf("replay after the sweep: %+v", job)
 	}
@@ -160,7 +162,7 @@ func TestAdminRetentionPurgesOldEvents(t *testing.T) {
 	st, _, b = g.post("open", []byte(`{"id":"new"}`), nil)
 	fresh := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	g.bg.purge(t.Context())
-	must[eventView](t, 200)(g.api("GET", "/events/"+fresh, acmeToken, nil))
+	must[admin.Event](t, 200)(g.api("GET", "/events/"+fresh, acmeToken, nil))
 	// An id that never existed but is not past retention is plainly unknown.
 	wantProblem(t, "unknown", 404, "")(g.api("GET", "/events/evt_"+strings.Repeat("z", 26), acmeToken, nil))
 }

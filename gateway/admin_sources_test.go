@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"hookgate/gateway/admin"
 )
 
 // signGitHub signs body as GitHub does: X-Hub-Signature-256.
@@ -48,7 +50,7 @@ func TestAdminSourcesCRUD(t *testing.T) {
 	}
 
 	// PATCH: new secrets (the old ones stop verifying); the rest stays.
-	src := must[sourceView](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{"rotated-secret"}}}))
+	src := must[admin.Source](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{"rotated-secret"}}}))
 	if src.Verify.Scheme != "github" || src.Tenant != "acme" {
 		t.Fatalf("patched %+v", src)
 	}
@@ -63,19 +65,19 @@ func TestAdminSourcesCRUD(t *testing.T) {
 	}
 	// GitHub signs no timestamp: a tolerance would be ignored, so it is refused.
 	wantProblem(t, "tolerance on github", 422, "verify.tolerance")(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"event_type": "json:/action", "verify": jsonMap{"tolerance": "1m"}}))
-	src = must[sourceView](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"event_type": "json:/action"}))
+	src = must[admin.Source](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"event_type": "json:/action"}))
 	if src.EventType != "json:/action" {
 		t.Fatalf("patched %+v", src)
 	}
 	// A scheme change drops the old scheme's fields; secrets stay unless given.
-	must[sourceView](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"verify": jsonMap{"scheme": "hmac", "header": "X-Sig"}}))
-	src = must[sourceView](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"verify": jsonMap{"scheme": "shopify"}}))
+	must[admin.Source](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"verify": jsonMap{"scheme": "hmac", "header": "X-Sig"}}))
+	src = must[admin.Source](t, 200)(g.api("PATCH", "/sources/gh", acmeToken, jsonMap{"verify": jsonMap{"scheme": "shopify"}}))
 	if src.Verify.Header != "" || src.Verify.Algorithm != "" {
 		t.Fatalf("hmac fields survived a scheme change: %+v", src)
 	}
 
 	// Listing and paging.
-	l := must[apiList[sourceView]](t, 200)(g.api("GET", "/sources?limit=2", acmeToken, nil))
+	l := must[apiList[admin.Source]](t, 200)(g.api("GET", "/sources?limit=2", acmeToken, nil))
 	if len(l.Data) != 2 || l.Data[0].ID != "gh" || l.NextCursor == "" {
 		t.Fatalf("page 1 %+v", l)
 	}
@@ -123,7 +125,7 @@ func TestAdminSourceValidation(t *testing.T) {
 			t.Fatalf("%s: the problem echoes a secret: %s", c.name, b)
 		}
 	}
-	if l := must[apiList[sourceView]](t, 200)(g.api("GET", "/sources", opToken, nil)); len(l.Data) != 3 {
+	if l := must[apiList[admin.Source]](t, 200)(g.api("GET", "/sources", opToken, nil)); len(l.Data) != 3 {
 		t.Fatalf("refused requests created sources: %+v", l)
 	}
 	wantProblem(t, "patch id", 422, "id")(g.api("PATCH", "/sources/open", opToken, jsonMap{"id": "x"}))
@@ -166,18 +168,18 @@ func TestSourceStandardWebhooksSecretNeedsItsPrefix(t *testing.T) {
 // still exist.
 func TestDeletedSourceDoesNotWedgeEndpointPatch(t *testing.T) {
 	g := startGateway(t, gwOptions{})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "e1", "url": "http://receiver.test/e1", "sources": []string{"open"}}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "e1", "url": "http://receiver.test/e1", "sources": []string{"open"}}))
 	must[jsonMap](t, 204)(g.api("DELETE", "/sources/open", acmeToken, nil))
 
-	if ep := must[endpointView](t, 200)(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"disabled": true})); !ep.Disabled {
+	if ep := must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"disabled": true})); !ep.Disabled {
 		t.Fatalf("not disabled: %+v", ep)
 	}
-	if ep := must[endpointView](t, 200)(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"url": "http://receiver.test/moved"})); ep.URL != "http://receiver.test/moved" {
+	if ep := must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"url": "http://receiver.test/moved"})); ep.URL != "http://receiver.test/moved" {
 		t.Fatalf("not moved: %+v", ep)
 	}
 	wantProblem(t, "adding a missing source", 422, "sources[1]")(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"sources": []string{"open", "nope"}}))
 	wantProblem(t, "adding another tenant's source", 422, "sources[0]")(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"sources": []string{"other"}}))
-	if ep := must[endpointView](t, 200)(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"sources": []string{"sw"}})); len(ep.Sources) != 1 || ep.Sources[0] != "sw" {
+	if ep := must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/e1", acmeToken, jsonMap{"sources": []string{"sw"}})); len(ep.Sources) != 1 || ep.Sources[0] != "sw" {
 		t.Fatalf("sources not replaced: %+v", ep)
 	}
 }
@@ -190,7 +192,7 @@ func TestDeletedSourceDoesNotWedgeEndpointPatch(t *testing.T) {
 // the default again.
 func TestSourceViewRoundTripsOnSchemeWithoutTimestamp(t *testing.T) {
 	g := startGateway(t, gwOptions{})
-	src := must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "gh", "verify": jsonMap{"scheme": "github", "secrets": []string{"gh-secret"}}}))
+	src := must[admin.Source](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "gh", "verify": jsonMap{"scheme": "github", "secrets": []string{"gh-secret"}}}))
 	if src.Verify.Tolerance != "" {
 		t.Errorf("a github source is shown with tolerance %q, which the API refuses for github", src.Verify.Tolerance)
 	}
@@ -203,20 +205,20 @@ func TestSourceViewRoundTripsOnSchemeWithoutTimestamp(t *testing.T) {
 	}
 
 	// A stripe source with a tolerance moved to github keeps it.
-	must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "st", "verify": jsonMap{"scheme": "stripe", "secrets": []string{"whsec_x"}, "tolerance": "10m"}}))
-	moved := must[sourceView](t, 200)(g.api("PATCH", "/sources/st", acmeToken, jsonMap{"verify": jsonMap{"scheme": "github"}}))
+	must[admin.Source](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "st", "verify": jsonMap{"scheme": "stripe", "secrets": []string{"whsec_x"}, "tolerance": "10m"}}))
+	moved := must[admin.Source](t, 200)(g.api("PATCH", "/sources/st", acmeToken, jsonMap{"verify": jsonMap{"scheme": "github"}}))
 	if moved.Verify.Tolerance != "" {
 		t.Errorf("after a change to github the source still shows tolerance %q", moved.Verify.Tolerance)
 	}
-	back2 := must[sourceView](t, 200)(g.api("PATCH", "/sources/st", acmeToken, jsonMap{"verify": jsonMap{"scheme": "slack"}}))
+	back2 := must[admin.Source](t, 200)(g.api("PATCH", "/sources/st", acmeToken, jsonMap{"verify": jsonMap{"scheme": "slack"}}))
 	if back2.Verify.Tolerance != "5m0s" {
 		t.Errorf("after a change to slack the source shows tolerance %q, want the default 5m0s", back2.Verify.Tolerance)
 	}
 	// Config sources: "open" (scheme none) and "sw" (standard-webhooks).
-	if v := must[sourceView](t, 200)(g.api("GET", "/sources/open", acmeToken, nil)).Verify.Tolerance; v != "" {
+	if v := must[admin.Source](t, 200)(g.api("GET", "/sources/open", acmeToken, nil)).Verify.Tolerance; v != "" {
 		t.Errorf("config source of scheme none shows tolerance %q", v)
 	}
-	if v := must[sourceView](t, 200)(g.api("GET", "/sources/sw", acmeToken, nil)).Verify.Tolerance; v != "5m0s" {
+	if v := must[admin.Source](t, 200)(g.api("GET", "/sources/sw", acmeToken, nil)).Verify.Tolerance; v != "5m0s" {
 		t.Errorf("config source of scheme standard-webhooks shows tolerance %q, want 5m0s", v)
 	}
 }

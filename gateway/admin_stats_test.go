@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"slices"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
 )
 
 // The console's reads: the last hour by minute (GET /stats), an
@@ -26,7 +28,7 @@ func TestAdminConsoleReads(t *testing.T) {
 			t.Fatalf("ingest to other: %d %s", st, b)
 		}
 	}
-	sum := func(v statsView) (s statsBucket) {
+	sum := func(v admin.Stats) (s admin.StatsBucket) {
 		for _, b := range v.Buckets {
 			s.Received += b.Received
 			s.Delivered += b.Delivered
@@ -36,15 +38,15 @@ func TestAdminConsoleReads(t *testing.T) {
 		}
 		return s
 	}
-	var all statsBucket
+	var all admin.StatsBucket
 	testsupport.WaitFor(t, 10*time.Second, "the deliveries to succeed and fail", func() bool {
-		all = sum(must[statsView](t, 200)(g.api("GET", "/stats", opToken, nil)))
+		all = sum(must[admin.Stats](t, 200)(g.api("GET", "/stats", opToken, nil)))
 		return all.Delivered == 4+3 && all.Failed == 2
 	})
 	if all.Received != 7 || all.Attempts != 4+3+2*2 || all.AttemptsFailed != 4 {
 		t.Fatalf("operator's last hour: %+v", all)
 	}
-	acme := must[statsView](t, 200)(g.api("GET", "/stats", acmeToken, nil))
+	acme := must[admin.Stats](t, 200)(g.api("GET", "/stats", acmeToken, nil))
 	if len(acme.Buckets) != 60 || acme.BucketSeconds != 60 {
 		t.Fatalf("stats shape: %d buckets of %d s", len(acme.Buckets), acme.BucketSeconds)
 	}
@@ -57,12 +59,12 @@ func TestAdminConsoleReads(t *testing.T) {
 		t.Fatalf("acme's last hour (globex's must not count): %+v", s)
 	}
 
-	up := must[endpointStatsView](t, 200)(g.api("GET", "/endpoints/up/stats", acmeToken, nil))
+	up := must[admin.EndpointStats](t, 200)(g.api("GET", "/endpoints/up/stats", acmeToken, nil))
 	if up.Attempts != 4 || up.Succeeded != 4 || up.SuccessRate == nil || *up.SuccessRate != 1 ||
 		up.LatencyP50MS < 1 || up.LatencyP95MS < up.LatencyP50MS || up.Pending != 0 || up.Circuit != "closed" || up.WindowSeconds != 3600 {
 		t.Fatalf("up's stats: %+v", up)
 	}
-	down := must[endpointStatsView](t, 200)(g.api("GET", "/endpoints/down/stats", acmeToken, nil))
+	down := must[admin.EndpointStats](t, 200)(g.api("GET", "/endpoints/down/stats", acmeToken, nil))
 	if down.Attempts != 4 || down.AttemptsFailed != 4 || down.Failed != 2 || down.SuccessRate == nil || *down.SuccessRate != 0 {
 		t.Fatalf("down's stats: %+v", down)
 	}
@@ -70,29 +72,29 @@ func TestAdminConsoleReads(t *testing.T) {
 	wantProblem(t, "a query the route does not take", 400, "window")(g.api("GET", "/stats?window=2h", acmeToken, nil))
 
 	// The provider's event ID, across sources, in the token's tenant.
-	evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events?event_id=s-2", acmeToken, nil)).Data
+	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?event_id=s-2", acmeToken, nil)).Data
 	if len(evs) != 1 || evs[0].EventID != "s-2" {
 		t.Fatalf("events with event_id s-2: %+v", evs)
 	}
-	if evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events?event_id=g1", acmeToken, nil)).Data; len(evs) != 0 {
+	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?event_id=g1", acmeToken, nil)).Data; len(evs) != 0 {
 		t.Fatalf("acme sees globex's event g1: %+v", evs)
 	}
 
 	// Bulk replays: newest first, each token its own.
 	var started []string
 	for _, src := range []string{"open", "sw"} {
-		started = append(started, must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": src})).ID)
+		started = append(started, must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": src})).ID)
 	}
-	globexJob := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other"}))
+	globexJob := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other"}))
 	var ids []string
-	for _, j := range must[apiList[replayView]](t, 200)(g.api("GET", "/replays", acmeToken, nil)).Data {
+	for _, j := range must[apiList[admin.Replay]](t, 200)(g.api("GET", "/replays", acmeToken, nil)).Data {
 		ids = append(ids, j.ID)
 	}
 	slices.Reverse(started)
 	if !slices.Equal(ids, started) {
 		t.Fatalf("acme's replays %v, want %v (newest first, not globex's %s)", ids, started, globexJob.ID)
 	}
-	if n := len(must[apiList[replayView]](t, 200)(g.api("GET", "/replays", opToken, nil)).Data); n != 3 {
+	if n := len(must[apiList[admin.Replay]](t, 200)(g.api("GET", "/replays", opToken, nil)).Data); n != 3 {
 		t.Fatalf("the operator lists %d replays, want 3", n)
 	}
 }

@@ -176,19 +176,12 @@ func endpointFromConfig(ec config.EndpointConfig, now time.Time) storage.Endpoin
 	ep := storage.Endpoint{
 		ID: ec.ID, Tenant: ec.Tenant, URL: ec.URL, Sources: ec.Sources, EventTypes: ec.EventTypes,
 		Headers: ec.Headers, Timeout: ec.Timeout.D(), MaxInFlight: ec.MaxInFlight, RateLimit: ec.RateLimit,
-		Retry: retryPolicy(*ec.Retry), FromConfig: true, CreatedAt: now, UpdatedAt: now,
+		Retry: ec.Retry.Policy(), FromConfig: true, CreatedAt: now, UpdatedAt: now,
 	}
 	if ec.Secret != "" {
 		ep.Secrets = []storage.Secret{{Value: ec.Secret}}
 	}
 	return ep
-}
-
-func retryPolicy(r config.RetryConfig) storage.RetryPolicy {
-	return storage.RetryPolicy{
-		InitialInterval: r.InitialInterval.D(), Multiplier: r.Multiplier, MaxInterval: r.MaxInterval.D(),
-		Randomization: r.Randomization, MaxAttempts: r.MaxAttempts, MaxElapsed: r.MaxElapsed.D(),
-	}
 }
 
 // tolerance is v's tolerance where its scheme signs a timestamp, else 0.

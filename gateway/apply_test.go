@@ -3,13 +3,15 @@ package gateway
 import (
 	"bytes"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 )
 
 // config.yaml applied again at restarts, over what the store holds.
@@ -19,11 +21,11 @@ import (
 func TestConfigApplyUnchangedConfigKeepsUpdatedAt(t *testing.T) {
 	extra := "  - {id: keep-src, tenant: acme, verify: {scheme: none}}\nendpoints:\n  - {id: keep, tenant: acme, url: \"http://127.0.0.1:1/x\"}\n"
 	g := startGateway(t, gwOptions{extra: extra})
-	ep1 := must[endpointView](t, 200)(g.api("GET", "/endpoints/keep", acmeToken, nil))
-	src1 := must[sourceView](t, 200)(g.api("GET", "/sources/keep-src", acmeToken, nil))
+	ep1 := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/keep", acmeToken, nil))
+	src1 := must[admin.Source](t, 200)(g.api("GET", "/sources/keep-src", acmeToken, nil))
 	g = g.restart(gwOptions{extra: extra})
-	ep2 := must[endpointView](t, 200)(g.api("GET", "/endpoints/keep", acmeToken, nil))
-	src2 := must[sourceView](t, 200)(g.api("GET", "/sources/keep-src", acmeToken, nil))
+	ep2 := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/keep", acmeToken, nil))
+	src2 := must[admin.Source](t, 200)(g.api("GET", "/sources/keep-src", acmeToken, nil))
 	if ep1.CreatedAt != ep2.CreatedAt || src1.CreatedAt != src2.CreatedAt {
 		t.Fatalf("created_at changed: %s→%s, %s→%s", ep1.CreatedAt, ep2.CreatedAt, src1.CreatedAt, src2.CreatedAt)
 	}
@@ -45,7 +47,7 @@ func TestConfigApplyEndpointRemovedFromConfig(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "a failed attempt", func() bool { return rcv.countAt("gone") >= 1 })
-	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=gone", acmeToken, nil)).Data
+	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=gone", acmeToken, nil)).Data
 	if len(ds) != 1 {
 		t.Fatalf("deliveries: %+v", ds)
 	}
@@ -54,7 +56,7 @@ func TestConfigApplyEndpointRemovedFromConfig(t *testing.T) {
 		t.Fatalf("endpoint removed from config: %d %s", st, b)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "its delivery cancelled", func() bool {
-		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, opToken, nil)).State == "cancelled"
+		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, opToken, nil)).State == "cancelled"
 	})
 	rcv.failAt("gone", false)
 	n := rcv.countAt("gone")
@@ -84,11 +86,11 @@ func TestConfigApplySourceIDsDifferingInCase(t *testing.T) {
 	for _, c := range []struct{ src, tenant string }{{"Hooks", "acme"}, {"hooks", "globex"}} {
 		st, _, b := g.post(c.src, []byte(`{"x":1}`), nil)
 		id, _ := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-		ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, opToken, nil))
+		ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, opToken, nil))
 		if ev.Source != c.src || ev.Tenant != c.tenant {
 			t.Errorf("POST /ingest/%s stored an event of source %q tenant %q; want %q %q", c.src, ev.Source, ev.Tenant, c.src, c.tenant)
 		}
-		src := must[sourceView](t, 200)(g.api("GET", "/sources/"+c.src, opToken, nil))
+		src := must[admin.Source](t, 200)(g.api("GET", "/sources/"+c.src, opToken, nil))
 		if src.ID != c.src || src.Tenant != c.tenant {
 			t.Errorf("GET /sources/%s: %+v", c.src, src)
 		}
@@ -112,7 +114,7 @@ func TestConfigApplyEndpointIDsDifferingInCase(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.countAt("acme") == 1 && rcv.countAt("globex") == 1 })
-	a := must[endpointView](t, 200)(g.api("GET", "/endpoints/Billing", acmeToken, nil))
+	a := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/Billing", acmeToken, nil))
 	if a.Tenant != "acme" {
 		t.Fatalf("Billing: %+v", a)
 	}
@@ -152,7 +154,7 @@ func TestConfigApplyChangedURLAndSecretApplyToPendingDelivery(t *testing.T) {
 	if len(sigs) != 1 {
 		t.Fatalf("signatures after the config secret changed: %q; want one (new secret)", sigs)
 	}
-	ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/mv", acmeToken, nil))
+	ep := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/mv", acmeToken, nil))
 	if ep.Secret != s2 {
 		t.Fatalf("secret %q, want %q", ep.Secret, s2)
 	}
@@ -206,24 +208,24 @@ func TestConfigMovingAnEndpointToAnotherTenant(t *testing.T) {
 	if st, _, b := g.post("open", []byte(`{"id":"a1","type":"t"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
-	var pending deliveryView
+	var pending admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "the first attempt to fail", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].AttemptCount == 1 {
 			pending = ds[0]
 		}
 		return pending.ID != ""
 	})
-	old := must[endpointView](t, 200)(g.api("GET", "/endpoints/billing", acmeToken, nil))
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, map[string]any{"disabled": true}))
+	old := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/billing", acmeToken, nil))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/billing", acmeToken, map[string]any{"disabled": true}))
 
 	g = g.restart(gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: billing, tenant: globex, url: %q, sources: [other]}\n", rcv.url("globex"))})
-	ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/billing", opToken, nil))
+	ep := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/billing", opToken, nil))
 	if ep.Tenant != "globex" || ep.Secret == old.Secret || ep.Disabled || ep.CreatedAt == old.CreatedAt {
 		t.Errorf("moved endpoint: tenant %q, same secret %v, disabled %v, created %s (was %s); want a new endpoint of globex",
 			ep.Tenant, ep.Secret == old.Secret, ep.Disabled, ep.CreatedAt, old.CreatedAt)
 	}
-	if d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+pending.ID, opToken, nil)); d.State != "cancelled" {
+	if d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+pending.ID, opToken, nil)); d.State != "cancelled" {
 		t.Errorf("acme's delivery to the endpoint before it moved to globex: %s; want cancelled", d.State)
 	}
 	if st, _, b := g.post("other", []byte(`{"id":"g1","type":"t"}`), nil); st != 202 {
@@ -264,7 +266,7 @@ func TestConfigRefusesTooManyEndpointsWithTheAPIs(t *testing.T) {
 	// taking an API endpoint's id over (same tenant) is one endpoint.
 	ok := "endpoints:\n  - {id: api2, tenant: acme, url: \"http://receiver.test/c1\"}\n  - {id: g1, tenant: globex, url: \"http://receiver.test/g1\"}\n  - {id: g2, tenant: globex, url: \"http://receiver.test/g2\"}\n"
 	g = startGateway(t, gwOptions{dir: g.dir, extra: ok})
-	eps := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data
+	eps := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data
 	if len(eps) != 2 {
 		t.Fatalf("acme's endpoints after the refused start and a good one: %d, want api1 and api2", len(eps))
 	}
@@ -283,17 +285,17 @@ func TestConfigSecretAndAPIRotation(t *testing.T) {
 	g := startGateway(t, gwOptions{extra: extra})
 	rotated := map[string]string{}
 	for _, id := range []string{"fixed", "kept"} {
-		ep := must[endpointView](t, 200)(g.api("POST", "/endpoints/"+id+"/rotate-secret", acmeToken, nil))
+		ep := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/"+id+"/rotate-secret", acmeToken, nil))
 		rotated[id] = ep.Secret
 	}
 	if rotated["fixed"] == configured {
 		t.Fatal("the rotation kept the configured secret")
 	}
 	g = g.restart(gwOptions{extra: extra})
-	if s := must[endpointView](t, 200)(g.api("GET", "/endpoints/fixed", acmeToken, nil)).Secret; s != configured {
+	if s := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/fixed", acmeToken, nil)).Secret; s != configured {
 		t.Errorf("endpoint with secret: in config.yaml has %q after a restart, want the configured one", s)
 	}
-	if s := must[endpointView](t, 200)(g.api("GET", "/endpoints/kept", acmeToken, nil)).Secret; s != rotated["kept"] {
+	if s := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/kept", acmeToken, nil)).Secret; s != rotated["kept"] {
 		t.Errorf("endpoint without secret: in config.yaml has %q after a restart, want the rotated %q", s, rotated["kept"])
 	}
 }
@@ -313,7 +315,7 @@ func TestRestartWithRotatedSecretInConfigKeepsTheGraceSecret(t *testing.T) {
 `, rcv.url("rot"), secret)
 	}
 	g := startGateway(t, gwOptions{extra: cfgWith(oldSecret)})
-	ep := must[endpointView](t, 200)(g.api("POST", "/endpoints/rot/rotate-secret", acmeToken,
+	ep := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/rot/rotate-secret", acmeToken,
 		map[string]string{"secret": newSecret, "grace": "24h"}))
 	if ep.Secret != newSecret {
 		t.Fatalf("rotated secret %q", ep.Secret)

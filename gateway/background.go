@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/outbound"
 	"hookgate/storage"
 )
@@ -92,11 +93,11 @@ func (b *background) sampleDepth(ctx context.Context) {
 	defer cancel()
 	now := time.Now()
 	for _, ep := range b.g.reg.current().endpoints {
-		live, _, err := b.g.store.Depth(ctx, ep.ID, now, outboxCountLimit)
+		live, _, err := b.g.store.Depth(ctx, ep.ID, now, admin.DepthLimit)
 		if err != nil {
 			return // the store check reports a store that fails
 		}
-		b.g.metrics.recent.pending(ep.ID, live, now)
+		b.g.metrics.recent.Pending(ep.ID, live, now)
 	}
 }
 

@@ -14,11 +14,6 @@ import (
 	"hookgate/storage"
 )
 
-// How long a DELETE /endpoints/{id} waits for its backlog to be cancelled
-// before it answers and leaves the rest to the background: ~10k
-// deliveries a second are cancelled here, so a million take minutes.
-const backlogWait = 10 * time.Second
-
 // backlogs cancels the live deliveries of deleted endpoints, in the
 // background and until it has succeeded: a cancel cut short (a store error,
 // a crash) must not leave deliveries pending for ever for an endpoint that
@@ -44,7 +39,7 @@ func (b *backlogs) findOrphans(queued []string, known func(id string) bool) {
 	for _, id := range queued {
 		if !known(id) {
 			b.g.log.Warn("an endpoint deleted earlier still has live deliveries: cancelling them", "endpoint", id)
-			b.add(id)
+			b.Add(id)
 		}
 	}
 }
@@ -82,10 +77,10 @@ func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *config.Confi
 	return nil
 }
 
-// add marks id's backlog to be cancelled and returns a channel closed once
+// Add marks id's backlog to be cancelled and returns a channel closed once
 // it is. The caller holds the catalog lock, having just deleted the
 // endpoint.
-func (b *backlogs) add(id string) <-chan struct{} {
+func (b *backlogs) Add(id string) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ch, ok := b.ids[id]
@@ -100,8 +95,8 @@ func (b *backlogs) add(id string) <-chan struct{} {
 	return ch
 }
 
-// pending reports whether id's backlog is not yet cancelled.
-func (b *backlogs) pending(id string) bool {
+// Pending reports whether id's backlog is not yet cancelled.
+func (b *backlogs) Pending(id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, ok := b.ids[id]

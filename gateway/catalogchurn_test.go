@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -20,6 +18,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 // slowClaimStore is the real store whose next Claim of an endpoint, once
@@ -65,15 +67,15 @@ func churnSetup(t *testing.T, rc *receiver) (*gw, *slowClaimStore, string) {
 			close(ss.gate)
 		}
 	})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "ep", "url": rc.url("old")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "ep", "url": rc.url("old")}))
 	st, _, b := g.post("open", []byte(`{"id":"churn-1","type":"invoice.paid"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery to succeed", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		return len(ds) == 1 && ds[0].State == "succeeded" && rc.count() == 1
 	})
 	ss.arm("ep")
-	replayed := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, jsonMap{})).Data
+	replayed := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, jsonMap{})).Data
 	if len(replayed) != 1 {
 		t.Fatalf("replay made %d deliveries, want 1", len(replayed))
 	}
@@ -97,10 +99,10 @@ func TestClaimedDeliveryIsNotSentToAnEndpointDisabledDuringTheClaim(t *testing.T
 	rc := newReceiver(t)
 	g, ss, dlv := churnSetup(t, rc)
 
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"disabled": true}))
 	close(ss.gate)
 	testsupport.WaitFor(t, 10*time.Second, "the claimed delivery to be sent or put back", func() bool {
-		d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil))
+		d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil))
 		return rc.count() > 1 || d.State == "pending"
 	})
 	if n := rc.count(); n > 1 {
@@ -117,7 +119,7 @@ func TestClaimedDeliveryGoesToTheURLAndSecretOfAPatchMadeDuringTheClaim(t *testi
 	g, ss, _ := churnSetup(t, rc)
 
 	const newSecret = "whsec_dGhpcyBpcyB0aGUgbmV3IHNlY3JldCBrZXkh"
-	ep := must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"url": rc.url("new"), "secret": newSecret}))
+	ep := must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"url": rc.url("new"), "secret": newSecret}))
 	if ep.URL != rc.url("new") || ep.Secret != newSecret {
 		t.Fatalf("PATCH answered %+v", ep)
 	}
@@ -148,7 +150,7 @@ func TestClaimedDeliveryIsNotSentAfterItsEndpointWasDeleted(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling for a request that must not come
 	}
 	if n := rc.count(); n > 1 {
-		d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil))
+		d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil))
 		t.Fatalf("the deleted endpoint got %d request(s) after DELETE answered 204 (delivery %s)", n-1, d.State)
 	}
 }
@@ -165,12 +167,12 @@ func TestClaimedDeliveryIsNotSentAfterItsEndpointWasDeleted(t *testing.T) {
 func TestRetryOfADeletedEndpointsDeliveryDoesNotGoToItsSuccessor(t *testing.T) {
 	rc := newReceiver(t)
 	g := startGateway(t, gwOptions{})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "billing", "url": rc.url("first"), "event_types": []string{"invoice.*"}}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "billing", "url": rc.url("first"), "event_types": []string{"invoice.*"}}))
 	st, _, b := g.post("open", []byte(`{"id":"inv-1","type":"invoice.paid"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var dlv string
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to the first endpoint", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].State == "succeeded" {
 			dlv = ds[0].ID
 			return true
@@ -180,7 +182,7 @@ func TestRetryOfADeletedEndpointsDeliveryDoesNotGoToItsSuccessor(t *testing.T) {
 	if st, _, b := g.api("DELETE", "/endpoints/billing", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
 	}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "billing", "url": rc.url("second"), "event_types": []string{"customer.*"}}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "billing", "url": rc.url("second"), "event_types": []string{"customer.*"}}))
 
 	st, _, b = g.api("POST", "/deliveries/"+dlv+"/retry", acmeToken, nil)
 	if st == 202 {
@@ -329,9 +331,9 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	c := &churnClient{g: g, client: &http.Client{Timeout: 20 * time.Second}}
 
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "rl", "url": rc.url("rl", 0), "rate_limit": rlRate, "max_in_flight": 4, "event_types": []string{"a.*"}}))
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "mf", "url": rc.url("mf", 0), "max_in_flight": mfMax}))
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "churn", "url": rc.url("churn", 0), "event_types": []string{"a.*"}}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "rl", "url": rc.url("rl", 0), "rate_limit": rlRate, "max_in_flight": 4, "event_types": []string{"a.*"}}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "mf", "url": rc.url("mf", 0), "max_in_flight": mfMax}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "churn", "url": rc.url("churn", 0), "event_types": []string{"a.*"}}))
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -385,7 +387,7 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 			if st != 200 {
 				return true
 			}
-			var l apiList[deliveryView]
+			var l apiList[admin.Delivery]
 			if json.Unmarshal(b, &l) != nil || len(l.Data) == 0 {
 				return true
 			}
@@ -443,10 +445,10 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 	}
 
 	// Settle: every delivery to the endpoints left is delivered.
-	settled := func() []deliveryView {
-		var live []deliveryView
+	settled := func() []admin.Delivery {
+		var live []admin.Delivery
 		for _, st := range []string{"pending", "delivering"} {
-			l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=100&status="+st, acmeToken, nil))
+			l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=100&status="+st, acmeToken, nil))
 			live = append(live, l.Data...)
 		}
 		return live
@@ -530,7 +532,7 @@ func TestEndpointChurnLeavesNoGoroutine(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	round := func(i int) {
 		id := fmt.Sprintf("churn-%d", i)
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": id, "url": rcv.url(id)}))
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": id, "url": rcv.url(id)}))
 		st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"e-%d"}`, i), nil)
 		if st != 202 {
 			t.Fatalf("ingest %d: %s", st, b)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -19,6 +17,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 )
 
 // TestServeFallsBackToTheEmbeddedConfigOnlyWhenThereIsNone: serve without
@@ -368,7 +370,7 @@ func TestPatchAfterRetentionWasLowered(t *testing.T) {
 		extra:  "endpoints:\n  - {id: e, tenant: acme, url: \"https://example.com/hook\"}\n",
 		config: func(c *config.Config) { c.Retention = config.Duration(30 * time.Second) }, // below delivery.retry.max_elapsed (1m)
 	})
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/e", opToken, jsonMap{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/e", opToken, jsonMap{"disabled": true}))
 	wantProblem(t, "a PATCH setting a retry past the retention", 422, "retry.max_elapsed")(
 		g.api("PATCH", "/endpoints/e", opToken, jsonMap{"retry": jsonMap{"max_elapsed": "1m"}}))
 }

@@ -3,8 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/outbound"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +12,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
+	"hookgate/outbound"
 )
 
 // Outbound delivery as a subscriber sees it (SPEC section 4 and the
@@ -23,13 +25,13 @@ import (
 
 // dpDelivery is GET /deliveries/{id} decoded.
 type dpDelivery struct {
-	ID           string        `json:"id"`
-	State        string        `json:"state"`
-	AttemptCount int           `json:"attempt_count"`
-	Endpoint     string        `json:"endpoint"`
-	Key          string        `json:"idempotency_key"`
-	Next         string        `json:"next_attempt_at"`
-	Attempts     []attemptView `json:"attempts"`
+	ID           string          `json:"id"`
+	State        string          `json:"state"`
+	AttemptCount int             `json:"attempt_count"`
+	Endpoint     string          `json:"endpoint"`
+	Key          string          `json:"idempotency_key"`
+	Next         string          `json:"next_attempt_at"`
+	Attempts     []admin.Attempt `json:"attempts"`
 }
 
 func (h *gw) dpDelivery(id string) dpDelivery {
@@ -56,7 +58,7 @@ func dpDeliveryOf(t *testing.T, g *gw, ev, ep string) string {
 	t.Helper()
 	var id string
 	testsupport.WaitFor(t, 10*time.Second, "the delivery of "+ev+" to "+ep, func() bool {
-		l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ev+"&endpoint="+ep, opToken, nil))
+		l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ev+"&endpoint="+ep, opToken, nil))
 		if len(l.Data) > 0 {
 			id = l.Data[0].ID
 			return true
@@ -67,10 +69,10 @@ func dpDeliveryOf(t *testing.T, g *gw, ev, ep string) string {
 }
 
 // dpDeliveries lists the deliveries of an event, by endpoint.
-func dpDeliveries(t *testing.T, g *gw, ev string) map[string]deliveryView {
+func dpDeliveries(t *testing.T, g *gw, ev string) map[string]admin.Delivery {
 	t.Helper()
-	l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ev, opToken, nil))
-	m := map[string]deliveryView{}
+	l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ev, opToken, nil))
+	m := map[string]admin.Delivery{}
 	for _, d := range l.Data {
 		m[d.Endpoint] = d
 	}
@@ -88,7 +90,7 @@ func TestDeliverySameKeyForEveryEndpointEachWithItsOwnSecret(t *testing.T) {
   - {id: pb, tenant: acme, url: %q, secret: %q}
   - {id: pc, tenant: acme, url: %q}
 `, rcv.url("pa"), subSecretA, rcv.url("pb"), subSecretB, rcv.url("pc"))})
-	genSecret := must[endpointView](t, 200)(g.api("GET", "/endpoints/pc", opToken, nil)).Secret
+	genSecret := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/pc", opToken, nil)).Secret
 	body := []byte(`{"type":"invoice.paid","n":1}`)
 	st, _, ans := g.post("sw", body, signSW("msg_probe_key", time.Now(), body))
 	if st != 202 {
@@ -187,9 +189,9 @@ func TestDeliveryGoneDisablesAndFails(t *testing.T) {
 		t.Errorf("delivery after 410: %+v", d)
 	}
 	// The endpoint is disabled just after the delivery's outcome is written.
-	var ep endpointView
+	var ep admin.Endpoint
 	testsupport.WaitFor(t, 10*time.Second, "the endpoint disabled", func() bool {
-		ep = must[endpointView](t, 200)(g.api("GET", "/endpoints/gone", opToken, nil))
+		ep = must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/gone", opToken, nil))
 		return ep.Disabled
 	})
 	if ep.DisabledReason == "" {
@@ -215,7 +217,7 @@ func TestDeliveryGoneDisablesAndFails(t *testing.T) {
 	}
 	// Enabled again: a retry goes out as attempt 2.
 	rcv.on("gone", nil)
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/gone", opToken, map[string]any{"disabled": false}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/gone", opToken, map[string]any{"disabled": false}))
 	must[jsonMap](t, 202)(g.api("POST", "/deliveries/"+id+"/retry", opToken, nil))
 	testsupport.WaitFor(t, 10*time.Second, "the retry", func() bool { return len(rcv.at("gone")) >= 2 })
 	if a := rcv.at("gone")[1].header.Get("hookgate-attempt"); a != "2" {
@@ -335,7 +337,7 @@ func TestDeliveryFiltersSelectTheEndpoints(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  - {id: globex, tenant: globex, url: %q}\n", rcv.url("globex"))
 	g := startGateway(t, gwOptions{extra: b.String()})
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/off", opToken, map[string]any{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/off", opToken, map[string]any{"disabled": true}))
 
 	cases := []struct {
 		typ  string
@@ -513,7 +515,7 @@ func TestDeliveryDisableMidRetryAndFreshBudget(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first attempt never came")
 	}
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/flap", opToken, map[string]any{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/flap", opToken, map[string]any{"disabled": true}))
 	testsupport.WaitFor(t, 5*time.Second, "attempt 1 recorded", func() bool { return g.dpDelivery(id).AttemptCount == 1 })
 	// Past the 300ms backoff: nothing may go out while disabled.
 	testsupport.WaitFor(t, 5*time.Second, "past the backoff", func() bool {
@@ -527,7 +529,7 @@ func TestDeliveryDisableMidRetryAndFreshBudget(t *testing.T) {
 	if d := g.dpDelivery(id); d.State != "pending" {
 		t.Errorf("delivery of a disabled endpoint: state %s, want pending", d.State)
 	}
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/flap", opToken, map[string]any{"disabled": false}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/flap", opToken, map[string]any{"disabled": false}))
 	testsupport.WaitFor(t, 10*time.Second, "failed after attempt 2", func() bool { return g.dpDelivery(id).State == "failed" })
 	must[jsonMap](t, 202)(g.api("POST", "/deliveries/"+id+"/retry", opToken, nil))
 	testsupport.WaitFor(t, 10*time.Second, "failed after attempt 4", func() bool {
@@ -620,7 +622,7 @@ func TestManualRetryWhileRetryAfterHoldIsSentNow(t *testing.T) {
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"held-retry","type":"t.x"}`), nil))
 	var id string
 	testsupport.WaitFor(t, 5*time.Second, "the 503 recorded", func() bool {
-		l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=e1", acmeToken, nil))
+		l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=e1", acmeToken, nil))
 		if len(l.Data) == 1 && l.Data[0].AttemptCount == 1 && l.Data[0].State == "pending" {
 			id = l.Data[0].ID
 			return true
@@ -628,11 +630,11 @@ func TestManualRetryWhileRetryAfterHoldIsSentNow(t *testing.T) {
 		return false
 	})
 	// The receiver is back; the operator retries the delivery.
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+id+"/retry", acmeToken, nil))
+	must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+id+"/retry", acmeToken, nil))
 	deadline := time.Now().Add(5 * time.Second)
 	for n.Load() < 2 {
 		if time.Now().After(deadline) {
-			d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+id, acmeToken, nil))
+			d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+id, acmeToken, nil))
 			t.Fatalf("5s after POST /deliveries/%s/retry (202): the receiver got %d request(s); delivery %s, attempts %d, next_attempt_at %s; want the retry sent now",
 				id, n.Load(), d.State, d.AttemptCount, d.NextAttemptAt)
 		}
@@ -673,11 +675,11 @@ func TestRetryAfterHoldCappedAndEndedByURLChange(t *testing.T) {
 		old, n := holdReceiver(t, "3600")
 		moved, m := holdReceiver(t, "0") // its first answer, 429 with Retry-After: 0, holds nothing
 		g := startGateway(t, gwOptions{extra: `endpoints: []`})
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "mv", "url": old.URL, "sources": []string{"open"},
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "mv", "url": old.URL, "sources": []string{"open"},
 			"retry": jsonMap{"initial_interval": "20ms", "max_interval": "1h", "randomization": 0, "max_attempts": 5, "max_elapsed": "2h"}}))
 		must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"mv-1","type":"t.x"}`), nil))
 		testsupport.WaitFor(t, 5*time.Second, "the 429", func() bool { return n.Load() >= 1 })
-		must[endpointView](t, 200)(g.api("PATCH", "/endpoints/mv", acmeToken, jsonMap{"url": moved.URL}))
+		must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/mv", acmeToken, jsonMap{"url": moved.URL}))
 		must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"mv-2","type":"t.x"}`), nil))
 		testsupport.WaitFor(t, 5*time.Second, "a delivery to the new URL", func() bool { return m.Load() >= 1 })
 	})

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"hookgate/gateway/admin"
 )
 
 // Fiber's Ctx.Body() inflates gzip, deflate and br bodies, without a
@@ -44,7 +46,7 @@ func TestCompressedBodiesAreRefused(t *testing.T) {
 			t.Fatalf("%s: problem type %q", tc.name, p.Type)
 		}
 	}
-	if evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil)); len(evs.Data) != 0 {
+	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil)); len(evs.Data) != 0 {
 		t.Fatalf("%d events stored from refused requests", len(evs.Data))
 	}
 
@@ -69,7 +71,7 @@ func TestCompressedBodiesAreRefused(t *testing.T) {
 // (body, or body_base64 for non-UTF-8 bodies).
 func storedBody(t *testing.T, g *gw, evt string) []byte {
 	t.Helper()
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+evt, opToken, nil))
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+evt, opToken, nil))
 	if ev.Body != nil {
 		return []byte(*ev.Body)
 	}

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/config"
+	"hookgate/inbound"
 	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
@@ -48,15 +50,15 @@ func TestProviderRetryInWindowAfterRestart(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 	g = g.restart(opts)
 	st, hdr, again := g.post("open", body, nil)
-	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("retry after restart: %d %q %s, want 202 replayed %s", st, hdr.Get(headerReplayed), again, first)
+	if st != 202 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("retry after restart: %d %q %s, want 202 replayed %s", st, hdr.Get(inbound.HeaderReplayed), again, first)
 	}
 	wantProblem(t, "other body", 422, "-")(g.post("open", []byte(`{"id":"in-window","type":"t","x":1}`), nil))
 	deliverBarrier(t, g, rcv, "barrier-a", 2)
 	if n := rcv.count(); n != 2 {
 		t.Fatalf("%d requests at the receiver, want 2 (the event once, the barrier)", n)
 	}
-	if l := must[apiList[eventView]](t, 200)(g.api("GET", "/events?source=open", acmeToken, nil)); len(l.Data) != 2 {
+	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=open", acmeToken, nil)); len(l.Data) != 2 {
 		t.Fatalf("%d events, want 2", len(l.Data))
 	}
 }
@@ -78,9 +80,9 @@ func TestDedupeWindowOutlivesRetention(t *testing.T) {
 	}
 	id := answerEventID(t, first)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	dl := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data
+	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data
 	testsupport.WaitFor(t, 10*time.Second, "succeeded", func() bool {
-		return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dl[0].ID, acmeToken, nil)).State == "succeeded"
+		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl[0].ID, acmeToken, nil)).State == "succeeded"
 	})
 	testsupport.WaitFor(t, 10*time.Second, "the event to be purged", func() bool {
 		g.bg.purge(t.Context())
@@ -88,8 +90,8 @@ func TestDedupeWindowOutlivesRetention(t *testing.T) {
 		return st == 410
 	})
 	st, hdr, again := g.post("open", body, nil)
-	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("retry after purge: %d %q %s", st, hdr.Get(headerReplayed), again)
+	if st != 202 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("retry after purge: %d %q %s", st, hdr.Get(inbound.HeaderReplayed), again)
 	}
 	deliverBarrier(t, g, rcv, "barrier-b", 2)
 	if n := rcv.count(); n != 2 {
@@ -111,15 +113,15 @@ func TestSameEventIDAfterDedupeTTLIsANewEventWithTheSameKey(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the window to pass", func() bool {
 		st, hdr, b := g.post("open", body, nil)
 		second = b
-		return st == 202 && hdr.Get(headerReplayed) == ""
+		return st == 202 && hdr.Get(inbound.HeaderReplayed) == ""
 	})
 	id2 := answerEventID(t, second)
 	if id1 == id2 {
 		t.Fatalf("same event id %s after the window", id1)
 	}
 	st, hdr, third := g.post("open", body, nil)
-	if st != 202 || hdr.Get(headerReplayed) != "true" || string(third) != string(second) {
-		t.Fatalf("retry in the second window: %d %q %s, want %s", st, hdr.Get(headerReplayed), third, second)
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" || string(third) != string(second) {
+		t.Fatalf("retry in the second window: %d %q %s, want %s", st, hdr.Get(inbound.HeaderReplayed), third, second)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "two deliveries", func() bool { return rcv.count() >= 2 })
 	want := storage.IdempotencyKey("acme", "open", "again")
@@ -129,7 +131,7 @@ func TestSameEventIDAfterDedupeTTLIsANewEventWithTheSameKey(t *testing.T) {
 		}
 	}
 	for _, id := range []string{id1, id2} {
-		ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+		ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 		if ev.IdempotencyKey != want || len(*ev.Deliveries) != 1 || (*ev.Deliveries)[0].IdempotencyKey != want {
 			t.Fatalf("event %s: %+v", id, ev)
 		}

@@ -22,7 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/config"
+	"hookgate/inbound"
 	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
@@ -294,11 +296,11 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 		{"id": "e", "tenant": "acme", "url": rcv.url("e", "v1"), "timeout": "300ms", "sources": []string{"sw"}, "rate_limit": 300},
 		{"id": "f", "tenant": "acme", "url": rcv.url("f", "v1"), "timeout": "300ms", "sources": []string{"open"}},
 	} {
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, ep))
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, ep))
 	}
 	secrets := map[string][]string{}
 	for _, id := range []string{"a", "gx", "c", "d", "e", "f"} {
-		secrets[id] = []string{must[endpointView](t, 200)(g.api("GET", "/endpoints/"+id, opToken, nil)).Secret}
+		secrets[id] = []string{must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/"+id, opToken, nil)).Secret}
 	}
 
 	// Providers: each event is sent once, resent in sequence, or sent
@@ -363,7 +365,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 				ev.firstOK = time.Now()
 			}
 			ev.answers = append(ev.answers, string(rb))
-			ev.replayedFlags = append(ev.replayedFlags, hdr.Get(headerReplayed) == "true")
+			ev.replayedFlags = append(ev.replayedFlags, hdr.Get(inbound.HeaderReplayed) == "true")
 		}
 		ev.firstSend = time.Now()
 		switch m := rnd(); {
@@ -435,7 +437,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 			if err != nil || st != 200 {
 				continue
 			}
-			var l apiList[deliveryView]
+			var l apiList[admin.Delivery]
 			_ = json.Unmarshal(b, &l)
 			if len(l.Data) == 0 {
 				continue
@@ -467,7 +469,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 	at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
 	patch := func(id string, body jsonMap) {
 		t.Helper()
-		must[endpointView](t, 200)(s.cur.Load().api("PATCH", "/endpoints/"+id, acmeToken, body))
+		must[admin.Endpoint](t, 200)(s.cur.Load().api("PATCH", "/endpoints/"+id, acmeToken, body))
 	}
 
 	at(500 * time.Millisecond)
@@ -488,7 +490,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 
 	at(1500 * time.Millisecond)
 	eRotateStart := time.Now()
-	rot := must[endpointView](t, 200)(g.api("POST", "/endpoints/e/rotate-secret", acmeToken, nil))
+	rot := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/e/rotate-secret", acmeToken, nil))
 	secrets["e"] = append(secrets["e"], rot.Secret)
 	eRotated := time.Now()
 	t.Logf("e rotated %s..%s", eRotateStart.UTC().Format(time.RFC3339Nano), eRotated.UTC().Format(time.RFC3339Nano))
@@ -497,7 +499,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 	dEnableStart := time.Now()
 	patch("d", jsonMap{"disabled": false})
 	dEnabled := time.Now()
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 
 	at(2500 * time.Millisecond)
 	t.Logf("restart from %s", time.Now().UTC().Format(time.RFC3339Nano))
@@ -507,18 +509,18 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 
 	at(3000 * time.Millisecond)
 	fRecreateStart := time.Now()
-	fv2 := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "f", "url": rcv.url("f", "v2"), "timeout": "300ms", "sources": []string{"open"}}))
+	fv2 := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "f", "url": rcv.url("f", "v2"), "timeout": "300ms", "sources": []string{"open"}}))
 	secrets["f"] = append(secrets["f"], fv2.Secret)
 	fRecreated := time.Now()
 	eRotate2Start := time.Now()
-	rot2 := must[endpointView](t, 200)(g.api("POST", "/endpoints/e/rotate-secret", acmeToken, jsonMap{"grace": "0s"}))
+	rot2 := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/e/rotate-secret", acmeToken, jsonMap{"grace": "0s"}))
 	secrets["e"] = append(secrets["e"], rot2.Secret)
 	eRotated2 := time.Now()
 
 	at(3500 * time.Millisecond)
 	patch("c", jsonMap{"url": rcv.url("c", "v3")})
 	cMoved2 := time.Now()
-	job2 := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "sw"}))
+	job2 := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "sw"}))
 
 	at(5000 * time.Millisecond)
 	close(stop)
@@ -585,7 +587,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 		if err != nil || st != 200 {
 			return fmt.Sprintf("deliveries: %d %s %v", st, b, err)
 		}
-		var l apiList[deliveryView]
+		var l apiList[admin.Delivery]
 		_ = json.Unmarshal(b, &l)
 		for _, d := range l.Data {
 			if d.State == "failed" {
@@ -746,7 +748,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 		if st != 200 {
 			continue
 		}
-		var l apiList[deliveryView]
+		var l apiList[admin.Delivery]
 		_ = json.Unmarshal(b, &l)
 		for _, d := range l.Data {
 			want := storage.IdempotencyKey(tenantOf(ev.source), ev.source, ev.eid)
@@ -757,13 +759,13 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 			if st != 200 {
 				continue
 			}
-			var full deliveryView
+			var full admin.Delivery
 			_ = json.Unmarshal(b, &full)
 			checked++
 			if full.State != "succeeded" && full.State != "failed" && full.State != "cancelled" {
 				t.Errorf("delivery %s (%s to %s) still %s after the drain: %s", d.ID, ev.gwID, d.Endpoint, full.State, b)
 			}
-			var ats []attemptView
+			var ats []admin.Attempt
 			if full.Attempts != nil {
 				ats = *full.Attempts
 			}
@@ -837,8 +839,8 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 	g := startGateway(t, opts)
 	s := &scenario{t: t, client: &http.Client{Timeout: 10 * time.Second}}
 	s.cur.Store(g)
-	ge := must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "g", "url": rcv.url("g", "v1"), "timeout": "300ms", "sources": []string{"open"}, "retry": jsonMap{"max_attempts": 10}}))
-	secrets := map[string]string{"g": ge.Secret, "a": must[endpointView](t, 200)(g.api("GET", "/endpoints/a", acmeToken, nil)).Secret}
+	ge := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "g", "url": rcv.url("g", "v1"), "timeout": "300ms", "sources": []string{"open"}, "retry": jsonMap{"max_attempts": 10}}))
+	secrets := map[string]string{"g": ge.Secret, "a": must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/a", acmeToken, nil)).Secret}
 
 	type sent struct {
 		eid      string
@@ -865,7 +867,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 					ev.ok = time.Now()
 				}
 				ev.gwIDs = append(ev.gwIDs, a.ID)
-				ev.replayed = append(ev.replayed, hdr.Get(headerReplayed) == "true")
+				ev.replayed = append(ev.replayed, hdr.Get(inbound.HeaderReplayed) == "true")
 				mu.Unlock()
 				return
 			}
@@ -915,18 +917,18 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 	setGone(true)
 	goneArmed := time.Now()
 	testsupport.WaitFor(t, 15*time.Second, "g to be disabled by its 410", func() bool {
-		return must[endpointView](t, 200)(g.api("GET", "/endpoints/g", acmeToken, nil)).Disabled
+		return must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/g", acmeToken, nil)).Disabled
 	})
 	goneSeen := time.Now()
 	setGone(false)
 	at(2000 * time.Millisecond)
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/g", acmeToken, jsonMap{"disabled": false}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/g", acmeToken, jsonMap{"disabled": false}))
 	gEnabled := time.Now()
 	at(2500 * time.Millisecond)
 	g = g.restart(opts)
 	s.cur.Store(g)
 	at(3000 * time.Millisecond)
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "g", "status": "failed"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "g", "status": "failed"}))
 	at(4000 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -1009,7 +1011,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 	// one to g where g's delivery failed (the 410).
 	for _, ev := range evs {
 		for _, id := range ev.gwIDs {
-			l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, opToken, nil))
+			l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, opToken, nil))
 			per := map[string]int{}
 			failed := 0
 			for _, d := range l.Data {
@@ -1024,7 +1026,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 		}
 	}
 	// Every delivery of every stored event carries the logical event's key.
-	l := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
+	l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
 	for _, d := range l.Data {
 		if keyOf[d.IdempotencyKey] == nil {
 			t.Errorf("delivery %s of %s: key %s of no event", d.ID, d.Event, d.IdempotencyKey)

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/config"
+	"hookgate/inbound"
 	"hookgate/internal/testsupport"
 	"hookgate/internal/tmpfs"
 	"hookgate/storage"
@@ -315,16 +317,16 @@ func TestFaultStoreDown(t *testing.T) {
 	fs.set(faultNone, storeWrites...)
 	testsupport.WaitFor(t, 10*time.Second, "readyz to recover", func() bool { return g.readyz() == 200 })
 	st, hdr, b = g.post("open", body, nil)
-	if st != 202 || hdr.Get(headerReplayed) != "" {
-		t.Fatalf("ingest after recovery: %d replayed=%q %s; want a first 202", st, hdr.Get(headerReplayed), b)
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "" {
+		t.Fatalf("ingest after recovery: %d replayed=%q %s; want a first 202", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 	st, hdr, b = g.api("POST", "/events", opToken, publish)
-	if st != 202 || hdr.Get(headerReplayed) != "" {
-		t.Fatalf("publish after recovery: %d replayed=%q %s", st, hdr.Get(headerReplayed), b)
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "" {
+		t.Fatalf("publish after recovery: %d replayed=%q %s", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 	st, hdr, b = g.api("POST", "/endpoints", opToken, newEP, "Idempotency-Key", "create-late")
-	if st != 201 || hdr.Get(headerReplayed) != "" {
-		t.Fatalf("create endpoint after recovery: %d replayed=%q %s; a 503 must not be stored under the key", st, hdr.Get(headerReplayed), b)
+	if st != 201 || hdr.Get(inbound.HeaderReplayed) != "" {
+		t.Fatalf("create endpoint after recovery: %d replayed=%q %s; a 503 must not be stored under the key", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 	checkWhole(t, fs.Store, 1, "down-1", "down-2")
 	testsupport.WaitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.byPath()["/ep"] == 2 })
@@ -345,8 +347,8 @@ func ambiguousIngest(t *testing.T, rcv *receiver) (*gw, *faultyStore, storage.De
 
 	fs.set(faultNone, "Ingest")
 	st, hdr, b = g.post("open", body, nil)
-	if st != 202 || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("retry: %d replayed=%q %s; want the stored 202", st, hdr.Get(headerReplayed), b)
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("retry: %d replayed=%q %s; want the stored 202", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 	evt := must[jsonMap](t, 202)(st, hdr, b)["id"].(string)
 	checkWhole(t, fs.Store, 1, "amb-1")
@@ -442,7 +444,7 @@ func TestFaultStoreClaimAndComplete(t *testing.T) {
 func TestFaultStoreAdminWrites(t *testing.T) {
 	rcv := newReceiver(t)
 	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")))
-	before := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
+	before := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
 
 	fs.set(faultBefore, "UpdateEndpoint")
 	st, hdr, b := g.api("PATCH", "/endpoints/ep", opToken, jsonMap{"url": rcv.url("moved")})
@@ -459,7 +461,7 @@ func TestFaultStoreAdminWrites(t *testing.T) {
 	st, hdr, b = g.api("POST", "/sources", opToken, jsonMap{"id": "src2", "tenant": "acme", "verify": jsonMap{"scheme": "none"}})
 	want503(t, "create source", st, hdr, b)
 	fs.set(faultNone, "PutSource")
-	after := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
+	after := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
 	if after.URL != before.URL || after.Secret != before.Secret {
 		t.Fatalf("endpoint changed by failed writes: %+v -> %+v", before, after)
 	}
@@ -481,13 +483,13 @@ func TestFaultStoreAdminWrites(t *testing.T) {
 
 	fs.set(faultBefore, "FinishKey")
 	k2 := jsonMap{"id": "k2", "tenant": "acme", "url": rcv.url("k2")}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, k2, "Idempotency-Key", "k2"))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, k2, "Idempotency-Key", "k2"))
 	fs.set(faultNone, "FinishKey")
 	st, hdr, b = g.api("POST", "/endpoints", opToken, k2, "Idempotency-Key", "k2")
 	if st != 409 || hdr.Get("Retry-After") == "" {
 		t.Fatalf("retry of an executed request whose answer was not stored: %d Retry-After=%q %s; want 409", st, hdr.Get("Retry-After"), b)
 	}
-	eps := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", opToken, nil))
+	eps := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", opToken, nil))
 	if len(eps.Data) != 2 {
 		t.Fatalf("%d endpoints, want ep and k2 once", len(eps.Data))
 	}
@@ -692,7 +694,7 @@ func checkAcked(t *testing.T, c *child, acks []accepted) {
 		if st != 200 {
 			t.Fatalf("acknowledged event %s: %d %s", a.id, st, b)
 		}
-		if v := must[eventView](t, 200)(st, nil, b); v.Body == nil || *v.Body != string(a.body) {
+		if v := must[admin.Event](t, 200)(st, nil, b); v.Body == nil || *v.Body != string(a.body) {
 			t.Fatalf("acknowledged event %s has a different body", a.id)
 		}
 	}

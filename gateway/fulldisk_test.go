@@ -2,14 +2,17 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/internal/tmpfs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
+	"hookgate/internal/tmpfs"
 )
 
 // A gateway restarted on a disk below its write reserve refuses new events
@@ -38,9 +41,9 @@ func TestRetryOfAnAcknowledgedEventAfterARestartOnANearlyFullDisk(t *testing.T) 
 		t.Fatalf("setup: a new event below the reserve: %d %s, want 503", st, b)
 	}
 	st, hdr, again := h.post("open", body, nil)
-	if st != 202 || hdr.Get(headerReplayed) != "true" || string(again) != string(first) {
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" || string(again) != string(first) {
 		t.Fatalf("the provider's retry of the acknowledged event: %d replayed=%q %s; want 202, Idempotent-Replayed, %s",
-			st, hdr.Get(headerReplayed), again, first)
+			st, hdr.Get(inbound.HeaderReplayed), again, first)
 	}
 }
 
@@ -67,7 +70,7 @@ func TestGatewayStartsOnADiskWithRoomToOpen(t *testing.T) {
 	if st, _, b := h.api("GET", "/events", acmeToken, nil); st != 200 || !strings.Contains(string(b), `"event_id":"before"`) {
 		t.Fatalf("GET /events below the reserve: %d %s", st, b)
 	}
-	must[endpointView](t, 201)(h.api("POST", "/endpoints", acmeToken, jsonMap{"id": "managed", "url": "http://receiver.test/m"}))
+	must[admin.Endpoint](t, 201)(h.api("POST", "/endpoints", acmeToken, jsonMap{"id": "managed", "url": "http://receiver.test/m"}))
 	req, _ := http.NewRequest(http.MethodGet, "http://"+h.AdminAddr()+"/readyz", nil)
 	if st, _, _ := do(t, req); st != 503 {
 		t.Fatalf("/readyz below the reserve: %d", st)

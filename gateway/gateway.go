@@ -498,7 +498,7 @@ func (g *Gateway) warnBlockedTargets() {
 		return
 	}
 	for _, ec := range g.cfg.Endpoints {
-		if reason, blocked := blockedTarget(ec.URL); blocked {
+		if reason, blocked := outbound.BlockedURL(ec.URL); blocked {
 			g.log.Warn("endpoint points at a "+reason+" address: its deliveries will be refused (delivery.allow_private_targets is false)", "endpoint", ec.ID)
 		}
 	}

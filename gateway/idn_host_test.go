@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"hookgate/internal/testsupport"
 )
 
 // TestIDNEndpointGetsTheHostItIsSentTo: for an endpoint URL whose host is

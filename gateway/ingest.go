@@ -14,9 +14,6 @@ import (
 	"hookgate/storage"
 )
 
-// headerReplayed marks an answer that was stored earlier and sent again.
-const headerReplayed = "Idempotent-Replayed"
-
 // unstoredHeaders are request headers never written to the store: they
 // authenticate to intermediaries and are nobody's business later.
 // Besides the standard ones, the custom headers that senders whose only
@@ -67,7 +64,7 @@ func (g *Gateway) answerAccepted(c *fiber.Ctx, source string, res inbound.Receiv
 	case res.Handshake:
 		g.metrics.ingest(source, "handshake")
 	case res.Replayed:
-		c.Set(headerReplayed, "true")
+		c.Set(inbound.HeaderReplayed, "true")
 		g.metrics.ingest(source, "replayed")
 	default:
 		g.metrics.ingest(source, "accepted")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/problem"
 )
 
@@ -443,7 +444,7 @@ func TestIngestTokenAndSecretHeadersAreNotShown(t *testing.T) {
 		"X-Hook-Secret": token,
 	})
 	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 	if ev.Headers["X-Gitlab-Event"] == "" {
 		t.Fatalf("headers %v: the event kept no provider header at all", ev.Headers)
 	}

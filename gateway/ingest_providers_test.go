@@ -12,12 +12,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 // shopifySecret is the signing secret of the test source "shop".
@@ -100,8 +103,8 @@ func TestIngestStripeConfigToleranceAndRotation(t *testing.T) {
 		}
 		// During a roll Stripe sends one v1 per secret.
 		both := signStripe(newSecret, signed, body) + "," + signStripe(oldSecret, signed, body)[len(fmt.Sprintf("t=%d,", signed.Unix())):]
-		if st, hdr, b := g.post("stripe", body, map[string]string{"Stripe-Signature": both}); st != 202 || hdr.Get(headerReplayed) != "true" {
-			t.Fatalf("round %d: retry with both v1: %d %s replayed=%q", round, st, b, hdr.Get(headerReplayed))
+		if st, hdr, b := g.post("stripe", body, map[string]string{"Stripe-Signature": both}); st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" {
+			t.Fatalf("round %d: retry with both v1: %d %s replayed=%q", round, st, b, hdr.Get(inbound.HeaderReplayed))
 		}
 		stale := time.Now().Add(-11 * time.Minute)
 		if st, _, b := g.post("stripe", body, map[string]string{"Stripe-Signature": signStripe(newSecret, stale, body)}); st != 401 {
@@ -278,7 +281,7 @@ func mustAccept(t *testing.T, what string) func(st int, hdr http.Header, b []byt
 		if err := json.Unmarshal(b, &m); err != nil || !strings.HasPrefix(m["id"], "evt_") || m["event_id"] == "" || len(m) != 2 {
 			t.Fatalf("%s: answer %s is not {\"id\":\"evt_…\",\"event_id\":\"…\"} (%v)", what, b, err)
 		}
-		if hdr.Get(headerReplayed) != "" {
+		if hdr.Get(inbound.HeaderReplayed) != "" {
 			t.Fatalf("%s: a first request was marked Idempotent-Replayed", what)
 		}
 		return m
@@ -311,9 +314,9 @@ func mustRefuse(t *testing.T, what string, st int, hdr http.Header, b []byte, se
 	}
 }
 
-func schemeEvent(t *testing.T, g *gw, id string) eventView {
+func schemeEvent(t *testing.T, g *gw, id string) admin.Event {
 	t.Helper()
-	return must[eventView](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
+	return must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 }
 
 func countEvents(t *testing.T, g *gw) int {
@@ -443,8 +446,8 @@ func TestIngestSlack(t *testing.T) {
 	later := now + 2
 	st, rh, b := postIngest(g, "zslack", body, hdrs("X-Slack-Signature", slackSig(secretSlack, later, body),
 		"X-Slack-Request-Timestamp", fmt.Sprint(later), "X-Slack-Retry-Num", "1", "X-Slack-Retry-Reason", "http_timeout"))
-	if st != 202 || rh.Get(headerReplayed) != "true" {
-		t.Errorf("slack retry: %d %s replayed=%q, want the first answer replayed", st, b, rh.Get(headerReplayed))
+	if st != 202 || rh.Get(inbound.HeaderReplayed) != "true" {
+		t.Errorf("slack retry: %d %s replayed=%q, want the first answer replayed", st, b, rh.Get(inbound.HeaderReplayed))
 	}
 	body2 := []byte(`{"type":"event_callback","event_id":"Ev2","event":{"type":"message"}}`)
 	for name, h := range map[string]http.Header{
@@ -570,12 +573,12 @@ func TestIngestDedupeAcrossResignedRetries(t *testing.T) {
 	st, h1, first := postIngest(g, "zstripe", body, hdrs("Stripe-Signature", fmt.Sprintf("t=%d,v1=%s", now-60, stripeV1Sig(secretStripeNew, now-60, body))))
 	mustAccept(t, "first")(st, h1, first)
 	st, h2, again := postIngest(g, "zstripe", body, hdrs("Stripe-Signature", fmt.Sprintf("t=%d,v1=%s", now, stripeV1Sig(secretStripeOld, now, body))))
-	if st != 202 || !bytes.Equal(again, first) || h2.Get(headerReplayed) != "true" || h2.Get("Content-Type") != h1.Get("Content-Type") {
-		t.Errorf("Stripe retry: %d %s replayed=%q ct=%q, want 202 %s replayed=true ct=%q", st, again, h2.Get(headerReplayed), h2.Get("Content-Type"), first, h1.Get("Content-Type"))
+	if st != 202 || !bytes.Equal(again, first) || h2.Get(inbound.HeaderReplayed) != "true" || h2.Get("Content-Type") != h1.Get("Content-Type") {
+		t.Errorf("Stripe retry: %d %s replayed=%q ct=%q, want 202 %s replayed=true ct=%q", st, again, h2.Get(inbound.HeaderReplayed), h2.Get("Content-Type"), first, h1.Get("Content-Type"))
 	}
 	other := []byte(`{"id":"evt_zz_d1","type":"charge.refunded"}`)
 	st, h3, b := postIngest(g, "zstripe", other, hdrs("Stripe-Signature", fmt.Sprintf("t=%d,v1=%s", now, stripeV1Sig(secretStripeNew, now, other))))
-	if st != 422 || h3.Get(headerReplayed) != "" || !strings.HasSuffix(decodeProblem(t, h3, b).Type, "idempotency-key-reused") {
+	if st != 422 || h3.Get(inbound.HeaderReplayed) != "" || !strings.HasSuffix(decodeProblem(t, h3, b).Type, "idempotency-key-reused") {
 		t.Errorf("same id, other body: %d %s, want 422 idempotency-key-reused", st, b)
 	}
 	// A bad signature on a known event ID is still a 401, never the
@@ -625,7 +628,7 @@ func TestIngestStoredEvent(t *testing.T) {
 // effect on the next request.
 func TestIngestAdminSourceRotation(t *testing.T) {
 	g := startSchemesGateway(t)
-	must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "zapi",
+	must[admin.Source](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "zapi",
 		"verify":   jsonMap{"scheme": "hmac", "secrets": []string{"old-zz-secret"}, "header": "X-Zz-Mac", "encoding": "base64", "prefix": "v1="},
 		"event_id": "json:/id"}))
 	sign := func(secret string, body []byte) http.Header {
@@ -635,11 +638,11 @@ func TestIngestAdminSourceRotation(t *testing.T) {
 	if a := mustAccept(t, "API source, its secret")(postIngest(g, "zapi", b1, sign("old-zz-secret", b1))); a["event_id"] != "api-1" {
 		t.Errorf("API source event_id %q, want api-1", a["event_id"])
 	}
-	must[sourceView](t, 200)(g.api("PATCH", "/sources/zapi", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{"new-zz-secret", "old-zz-secret"}}}))
+	must[admin.Source](t, 200)(g.api("PATCH", "/sources/zapi", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{"new-zz-secret", "old-zz-secret"}}}))
 	b2, b3 := []byte(`{"id":"api-2"}`), []byte(`{"id":"api-3"}`)
 	mustAccept(t, "during rotation, new secret")(postIngest(g, "zapi", b2, sign("new-zz-secret", b2)))
 	mustAccept(t, "during rotation, old secret")(postIngest(g, "zapi", b3, sign("old-zz-secret", b3)))
-	must[sourceView](t, 200)(g.api("PATCH", "/sources/zapi", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{"new-zz-secret"}}}))
+	must[admin.Source](t, 200)(g.api("PATCH", "/sources/zapi", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{"new-zz-secret"}}}))
 	b4 := []byte(`{"id":"api-4"}`)
 	h := sign("old-zz-secret", b4)
 	st, rh, b := postIngest(g, "zapi", b4, h)
@@ -667,8 +670,8 @@ func TestIngestHeaderCaseAndAnswers(t *testing.T) {
 	}
 	// Same request again: replayed, byte-identical.
 	st, rh, b2 := rawRequest(t, g.PublicAddr(), raw)
-	if st != 202 || !bytes.Equal(b, b2) || rh.Get(headerReplayed) != "true" {
-		t.Errorf("replay: %d %s replayed=%q, want 202 %s", st, b2, rh.Get(headerReplayed), b)
+	if st != 202 || !bytes.Equal(b, b2) || rh.Get(inbound.HeaderReplayed) != "true" {
+		t.Errorf("replay: %d %s replayed=%q, want 202 %s", st, b2, rh.Get(inbound.HeaderReplayed), b)
 	}
 	// Expressions read headers whatever their case.
 	raw = "POST /ingest/zexpr?acct=c HTTP/1.1\r\nHost: gw\r\ncontent-type: application/json\r\nx-zz-KIND: lower.kind" +

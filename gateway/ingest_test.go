@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hookgate/gateway/problem"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"hookgate/gateway/problem"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 func decodeProblem(t *testing.T, hdr map[string][]string, body []byte) problem.Details {
@@ -43,12 +45,12 @@ func TestIngestFirstThenReplay(t *testing.T) {
 	if !strings.HasPrefix(id, "evt_") || raw["event_id"] != "evt_1" || len(raw) != 2 {
 		t.Fatalf("answer %s", first)
 	}
-	if hdr.Get(headerReplayed) != "" {
+	if hdr.Get(inbound.HeaderReplayed) != "" {
 		t.Fatal("first answer marked as replayed")
 	}
 	st, hdr, again := g.post("open", body, nil)
-	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("retry: %d %q replayed=%q, want 202 %q", st, again, hdr.Get(headerReplayed), first)
+	if st != 202 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("retry: %d %q replayed=%q, want 202 %q", st, again, hdr.Get(inbound.HeaderReplayed), first)
 	}
 	ev, err := g.Store().GetEvent(context.Background(), id)
 	if err != nil {
@@ -81,8 +83,8 @@ func TestIngestScopes(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	// The same provider ID in two tenants (open: acme, other: globex) is two events.
 	for _, src := range []string{"open", "other"} {
-		if st, hdr, b := g.post(src, []byte(`{"id":"shared","src":"`+src+`"}`), map[string]string{"Idempotency-Key": "shared"}); st != 202 || hdr.Get(headerReplayed) != "" {
-			t.Fatalf("%s: %d %s replayed=%q", src, st, b, hdr.Get(headerReplayed))
+		if st, hdr, b := g.post(src, []byte(`{"id":"shared","src":"`+src+`"}`), map[string]string{"Idempotency-Key": "shared"}); st != 202 || hdr.Get(inbound.HeaderReplayed) != "" {
+			t.Fatalf("%s: %d %s replayed=%q", src, st, b, hdr.Get(inbound.HeaderReplayed))
 		}
 	}
 }
@@ -120,7 +122,7 @@ func TestIngestAnswerSurvivesRestart(t *testing.T) {
 	_, _, first := g.post("open", body, nil)
 	g = g.restart(gwOptions{})
 	st, hdr, again := g.post("open", body, nil)
-	if st != 202 || string(again) != string(first) || hdr.Get(headerReplayed) != "true" {
+	if st != 202 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("after restart: %d %s, want the first answer %s", st, again, first)
 	}
 }
@@ -134,7 +136,7 @@ func TestIngestDedupeExpires(t *testing.T) {
 	// Once the window has passed, the same ID with another body is a new event.
 	testsupport.WaitFor(t, 10*time.Second, "the dedupe record to expire", func() bool {
 		st, hdr, _ := g.post("open", []byte(`{"id":"ttl","v":2}`), nil)
-		return st == 202 && hdr.Get(headerReplayed) == ""
+		return st == 202 && hdr.Get(inbound.HeaderReplayed) == ""
 	})
 	evs, _, _ := g.Store().ListEvents(context.Background(), storage.EventFilter{})
 	if len(evs) != 2 {
@@ -304,8 +306,8 @@ func TestIngestClientGoneBeforeTheAnswerThenRetryIsReplayed(t *testing.T) {
 		return len(stored) == 1
 	})
 	st, hdr, b := g.post("open", []byte(body), nil)
-	if st != 202 || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("retry after the dropped connection: %d replayed=%q %s, want 202 replayed", st, hdr.Get(headerReplayed), b)
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("retry after the dropped connection: %d replayed=%q %s, want 202 replayed", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 	var ans map[string]string
 	if err := json.Unmarshal(b, &ans); err != nil || ans["id"] != stored[0].ID || ans["event_id"] != "gone-1" {
@@ -334,8 +336,8 @@ func TestIngestSameEventIDOnTwoSourcesOfOneTenant(t *testing.T) {
 	for _, src := range []string{"open", "open2"} {
 		body := []byte(`{"id":"same","src":"` + src + `"}`)
 		st, hdr, b := g.post(src, body, nil)
-		if st != 202 || hdr.Get(headerReplayed) != "" {
-			t.Fatalf("%s: %d %s replayed=%q, want a first 202", src, st, b, hdr.Get(headerReplayed))
+		if st != 202 || hdr.Get(inbound.HeaderReplayed) != "" {
+			t.Fatalf("%s: %d %s replayed=%q, want a first 202", src, st, b, hdr.Get(inbound.HeaderReplayed))
 		}
 		first[src] = string(b)
 	}
@@ -344,8 +346,8 @@ func TestIngestSameEventIDOnTwoSourcesOfOneTenant(t *testing.T) {
 	}
 	for _, src := range []string{"open", "open2"} {
 		st, hdr, b := g.post(src, []byte(`{"id":"same","src":"`+src+`"}`), nil)
-		if st != 202 || hdr.Get(headerReplayed) != "true" || string(b) != first[src] {
-			t.Fatalf("%s retry: %d %s replayed=%q, want %s", src, st, b, hdr.Get(headerReplayed), first[src])
+		if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" || string(b) != first[src] {
+			t.Fatalf("%s retry: %d %s replayed=%q, want %s", src, st, b, hdr.Get(inbound.HeaderReplayed), first[src])
 		}
 	}
 	if evs := eventsIn(t, g.Store()); len(evs) != 2 {
@@ -375,7 +377,7 @@ func TestIngestStormOfOneEventIDMakesOneSetOfDeliveries(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				st, hdr, b := g.post("open", bodies[(i/3)%2], nil)
-				codes[i], answers[i], replayed[i] = st, string(b), hdr.Get(headerReplayed) == "true"
+				codes[i], answers[i], replayed[i] = st, string(b), hdr.Get(inbound.HeaderReplayed) == "true"
 			}()
 		}
 		wg.Wait()

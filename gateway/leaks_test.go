@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
 )
 
 // /metrics is on the admin listener without a token, so anyone who can
@@ -69,7 +71,7 @@ func TestLogsAndMetricsCarryNoPayloadOrCredential(t *testing.T) {
 
 	// Every acme event reaches ok-ep, fails for good at the other two.
 	testsupport.WaitFor(t, 20*time.Second, "deliveries to end", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data
 		done := 0
 		for _, d := range ds {
 			if d.State == "succeeded" || d.State == "failed" {
@@ -107,7 +109,7 @@ func TestLogsAndMetricsCarryNoPayloadOrCredential(t *testing.T) {
 	}
 	// Endpoint secrets too (generated: read them back).
 	for _, id := range []string{"ok-ep", "failing-ep", "refused-ep", "globex-ep"} {
-		ep := must[endpointView](t, 200)(g.api("GET", "/endpoints/"+id, opToken, nil))
+		ep := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/"+id, opToken, nil))
 		for _, s := range []string{ep.Secret, strings.TrimPrefix(ep.Secret, "whsec_")} {
 			if strings.Contains(logs, s) || strings.Contains(string(metricsText), s) {
 				t.Errorf("endpoint %s's secret is in the logs or /metrics", id)

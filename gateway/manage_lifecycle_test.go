@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/inbound"
+	"hookgate/internal/testsupport"
 )
 
 // slowRetry keeps a delivery retrying (well under the circuit's 5
@@ -22,7 +25,7 @@ func TestManagePatchURLAndHeadersApplyToRetryingDelivery(t *testing.T) {
 	g.post("open", []byte(`{"id":"p-1","type":"t"}`), nil)
 	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
 	rcv.failing.Store(false)
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"url": rcv.url("b"), "headers": map[string]string{"X-New": "n"}}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"url": rcv.url("b"), "headers": map[string]string{"X-New": "n"}}))
 	testsupport.WaitFor(t, 10*time.Second, "the retry at the new url", func() bool { return rcv.countAt("b") >= 1 })
 	var first, got recorded
 	for _, q := range rcv.all() {
@@ -50,11 +53,11 @@ func TestManageRotateTwiceWhileRetrying(t *testing.T) {
 	rcv := newReceiver(t)
 	rcv.failing.Store(true)
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, retry: %s}\n", rcv.url("a"), slowRetry)})
-	s0 := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)).Secret
+	s0 := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)).Secret
 	g.post("open", []byte(`{"id":"r-1","type":"t"}`), nil)
 	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
-	s1 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
-	s2 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
+	s1 := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
+	s2 := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, nil)).Secret
 	n := rcv.countAt("a")
 	rcv.failing.Store(false)
 	testsupport.WaitFor(t, 10*time.Second, "the retry after the rotations", func() bool { return rcv.countAt("a") > n })
@@ -65,13 +68,13 @@ func TestManageRotateTwiceWhileRetrying(t *testing.T) {
 	for _, s := range []string{s0, s1, s2} {
 		verifySW(t, s, got.body, got.header)
 	}
-	list := must[apiList[endpointView]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
+	list := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
 	for _, ep := range list.Data {
 		if ep.ID == "ep" && ep.Secret != s2 {
 			t.Fatalf("list shows secret %q, want the newest", ep.Secret)
 		}
 	}
-	if v := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)); v.Secret != s2 {
+	if v := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", acmeToken, nil)); v.Secret != s2 {
 		t.Fatalf("get shows %q, want the newest", v.Secret)
 	}
 }
@@ -85,7 +88,7 @@ func TestManageRotateGraceEnds(t *testing.T) {
 	g := startGateway(t, gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q, retry: {initial_interval: 1500ms, max_interval: 1500ms, multiplier: 1, randomization: 0, max_attempts: 50, max_elapsed: 1m}}\n", rcv.url("a"))})
 	g.post("open", []byte(`{"id":"g-1","type":"t"}`), nil)
 	testsupport.WaitFor(t, 10*time.Second, "a failed first attempt", func() bool { return rcv.countAt("a") >= 1 })
-	s1 := must[endpointView](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, jsonMap{"grace": "500ms"})).Secret
+	s1 := must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/ep/rotate-secret", acmeToken, jsonMap{"grace": "500ms"})).Secret
 	rcv.failing.Store(false)
 	start := time.Now()
 	testsupport.WaitFor(t, 10*time.Second, "the retry", func() bool { return rcv.countAt("a") >= 2 })
@@ -108,9 +111,9 @@ func TestManagePatchTimeoutAppliesToRetry(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"t-1","type":"t"}`), nil)
 	evID := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "a timed-out attempt", func() bool { return rcv.countAt("a") >= 1 })
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"timeout": "2s"}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/ep", acmeToken, jsonMap{"timeout": "2s"}))
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
-		ev := must[eventView](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil))
+		ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil))
 		return ev.Deliveries != nil && len(*ev.Deliveries) == 1 && (*ev.Deliveries)[0].State == "succeeded"
 	})
 }
@@ -121,7 +124,7 @@ func TestManagePatchTimeoutAppliesToRetry(t *testing.T) {
 func TestManageSourceSecretPatch(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	newSecret := "whsec_" + strings.Repeat("QUJDRA", 6) + "QUJD"
-	must[sourceView](t, 200)(g.api("PATCH", "/sources/sw", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{newSecret}}}))
+	must[admin.Source](t, 200)(g.api("PATCH", "/sources/sw", acmeToken, jsonMap{"verify": jsonMap{"secrets": []string{newSecret}}}))
 	body := []byte(`{"type":"x"}`)
 	if st, _, b := g.post("sw", body, signSW("msg-old", time.Now(), body)); st != 401 {
 		t.Fatalf("old secret after the PATCH: %d %s", st, b)
@@ -136,15 +139,15 @@ func TestManageRestartAPIvsConfig(t *testing.T) {
 	rcv := newReceiver(t)
 	extra := fmt.Sprintf("endpoints:\n  - {id: cfg, tenant: acme, url: %q}\n", rcv.url("cfg"))
 	g := startGateway(t, gwOptions{extra: extra})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "api", "url": rcv.url("api"), "headers": map[string]string{"X-A": "1"}}))
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/api", acmeToken, jsonMap{"disabled": true}))
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/cfg", acmeToken, jsonMap{"url": rcv.url("moved"), "disabled": true}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "api", "url": rcv.url("api"), "headers": map[string]string{"X-A": "1"}}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/api", acmeToken, jsonMap{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/cfg", acmeToken, jsonMap{"url": rcv.url("moved"), "disabled": true}))
 	g = g.restart(gwOptions{extra: extra})
-	api := must[endpointView](t, 200)(g.api("GET", "/endpoints/api", acmeToken, nil))
+	api := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/api", acmeToken, nil))
 	if !api.Disabled || api.Headers["X-A"] != "1" || api.FromConfig {
 		t.Fatalf("api endpoint after restart: %+v", api)
 	}
-	cfg := must[endpointView](t, 200)(g.api("GET", "/endpoints/cfg", acmeToken, nil))
+	cfg := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/cfg", acmeToken, nil))
 	if cfg.URL != rcv.url("cfg") || !cfg.Disabled {
 		t.Fatalf("config endpoint after restart: %+v", cfg)
 	}
@@ -164,20 +167,20 @@ func TestManageSourceRecreateDedupe(t *testing.T) {
 	if st, _, _ := g.post("open", body, nil); st != 404 {
 		t.Fatalf("ingest after delete %d", st)
 	}
-	must[eventView](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil))
-	must[sourceView](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "open", "verify": jsonMap{"scheme": "none"}, "event_id": "json:/id"}))
+	must[admin.Event](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil))
+	must[admin.Source](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "open", "verify": jsonMap{"scheme": "none"}, "event_id": "json:/id"}))
 	// The dedupe scope is (tenant, source id): the recreated source still
 	// knows the event id, and answers with the first answer.
-	if st, hdr, again := g.post("open", body, nil); st != 202 || hdr.Get(headerReplayed) != "true" || string(again) != string(first) {
-		t.Fatalf("after recreate: %d replayed=%q %s", st, hdr.Get(headerReplayed), again)
+	if st, hdr, again := g.post("open", body, nil); st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" || string(again) != string(first) {
+		t.Fatalf("after recreate: %d replayed=%q %s", st, hdr.Get(inbound.HeaderReplayed), again)
 	}
 	// PATCH of event_id affects later requests only.
-	must[sourceView](t, 200)(g.api("PATCH", "/sources/open", acmeToken, jsonMap{"event_id": "json:/type"}))
+	must[admin.Source](t, 200)(g.api("PATCH", "/sources/open", acmeToken, jsonMap{"event_id": "json:/type"}))
 	st, _, b := g.post("open", []byte(`{"id":"d-2","type":"k"}`), nil)
 	if v := must[jsonMap](t, 202)(st, nil, b); v["event_id"] != "k" {
 		t.Fatalf("event id after PATCH: %v", v)
 	}
-	if ev := must[eventView](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil)); ev.EventID != "d-1" {
+	if ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+evID, acmeToken, nil)); ev.EventID != "d-1" {
 		t.Fatalf("old event changed: %+v", ev)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"hookgate/gateway/admin"
 	"hookgate/outbound"
 	"hookgate/storage"
 )
@@ -35,7 +36,7 @@ type metrics struct {
 	gone sync.Map // id → time.Time
 
 	// recent is the last hour by minute, for the admin API's stats.
-	recent recent
+	recent admin.Recent
 }
 
 type ingestLabels struct{ source, outcome string }
@@ -97,7 +98,7 @@ func (m *metrics) ingest(source, outcome string) {
 	}
 	c.(prometheus.Counter).Inc()
 	if outcome == "accepted" {
-		m.recent.received(source, time.Now())
+		m.recent.Received(source, time.Now())
 	}
 }
 
@@ -110,9 +111,6 @@ type outboxCollector struct {
 	oldest   *prometheus.Desc
 	disabled *prometheus.Desc
 }
-
-// outboxCountLimit bounds the count per endpoint and scrape.
-const outboxCountLimit = 100_000
 
 func newOutboxCollector(s storage.Store) *outboxCollector {
 	return &outboxCollector{
@@ -140,7 +138,7 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, ep := range eps {
-		live, due, err := c.store.Depth(ctx, ep.ID, now, outboxCountLimit)
+		live, due, err := c.store.Depth(ctx, ep.ID, now, admin.DepthLimit)
 		if err != nil {
 			continue
 		}
@@ -198,7 +196,7 @@ func (m *metrics) Attempt(endpoint string, v outbound.Verdict, latency time.Dura
 	m.attemptsTotal.WithLabelValues(endpoint, v.String()).Inc()
 	m.attemptLatency.WithLabelValues(endpoint).Observe(latency.Seconds())
 	final := v == outbound.VerdictFailed || v == outbound.VerdictDisable
-	m.recent.attempt(endpoint, v == outbound.VerdictSucceeded, final, latency, time.Now())
+	m.recent.Attempt(endpoint, v == outbound.VerdictSucceeded, final, latency, time.Now())
 	switch v {
 	case outbound.VerdictFailed, outbound.VerdictDisable:
 		m.deliveredTotal.WithLabelValues(endpoint, "failed").Inc()
@@ -212,7 +210,7 @@ func (m *metrics) Expired(endpoint string) {
 		return
 	}
 	m.deliveredTotal.WithLabelValues(endpoint, "failed").Inc()
-	m.recent.failed(endpoint, time.Now())
+	m.recent.Failed(endpoint, time.Now())
 }
 
 // Delivered counts a success and its ingest-to-delivery latency.
@@ -222,14 +220,14 @@ func (m *metrics) Delivered(endpoint string, sinceIngest time.Duration) {
 		return
 	}
 	m.deliveredTotal.WithLabelValues(endpoint, "succeeded").Inc()
-	m.recent.delivered(endpoint, time.Now())
+	m.recent.Delivered(endpoint, time.Now())
 }
 
-// forgetEndpoint drops a deleted endpoint's attempt and delivery series:
+// ForgetEndpoint drops a deleted endpoint's attempt and delivery series:
 // they would stay forever, and continue in the counts of an endpoint
 // created later with the same id (maybe another tenant's). The in-flight
 // gauge stays: attempts still running report to it, and it returns to 0.
-func (m *metrics) forgetEndpoint(id string) {
+func (m *metrics) ForgetEndpoint(id string) {
 	now := time.Now()
 	m.gone.Range(func(k, v any) bool {
 		if now.Sub(v.(time.Time)) > storage.MaxLease {
@@ -252,9 +250,9 @@ func (m *metrics) live(eps []storage.Endpoint) {
 	}
 }
 
-// forgetSource drops a deleted source's ingest series, for the same
+// ForgetSource drops a deleted source's ingest series, for the same
 // reason as forgetEndpoint (source ids are global too).
-func (m *metrics) forgetSource(id string) {
+func (m *metrics) ForgetSource(id string) {
 	m.ingestTotal.DeletePartialMatch(prometheus.Labels{"source": id})
 	m.ingestCounters.Range(func(k, _ any) bool {
 		if k.(ingestLabels).source == id {

@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 // TestMetrics: /metrics (no token) exposes ingest outcomes per source,
@@ -79,7 +81,7 @@ func TestMetrics(t *testing.T) {
 func TestMetricsForgetDeletedEndpoints(t *testing.T) {
 	rcv := newReceiver(t)
 	g := startGateway(t, gwOptions{})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
 	g.post("open", []byte(`{"id":"f1","type":"a"}`), nil)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
 	scrape := func() string {
@@ -211,7 +213,7 @@ func TestMetricsForgetDeletedSources(t *testing.T) {
 func TestMetricsStayForgottenAfterAnAttemptInFlightAtDelete(t *testing.T) {
 	slow := newHeldReceiver(t)
 	g := startGateway(t, gwOptions{})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": slow.URL + "/gone"}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": slow.URL + "/gone"}))
 	if st, _, b := g.post("open", []byte(`{"id":"d1","type":"a"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
@@ -383,7 +385,7 @@ func TestMetricsStayForgottenWhenTheLastOutcomeIsCountedAfterTheDelete(t *testin
 			close(hold.release)
 		}
 	})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
 	if st, _, b := g.post("open", []byte(`{"id":"d1","type":"a"}`), nil); st != 202 {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
@@ -416,7 +418,7 @@ func TestMetricsForgetDeletedIDsOnceNoAttemptCanReport(t *testing.T) {
 	m := newMetrics(nil)
 	m.gone.Store("long-gone", time.Now().Add(-storage.MaxLease-time.Minute))
 	m.gone.Store("just-gone", time.Now().Add(-time.Minute))
-	m.forgetEndpoint("now-gone")
+	m.ForgetEndpoint("now-gone")
 	for id, want := range map[string]bool{"long-gone": false, "just-gone": true, "now-gone": true} {
 		if _, got := m.gone.Load(id); got != want {
 			t.Errorf("%s remembered: %v, want %v", id, got, want)
@@ -545,7 +547,7 @@ func TestMetricsShowAStalledEndpoint(t *testing.T) {
 `, rcv.url("stuck"), rcv.url("fine"))})
 	g.post("open", []byte(`{"id":"s1","type":"a"}`), nil)
 	testsupport.WaitFor(t, 10*time.Second, "the first failed attempt", func() bool { return rcv.countAt("stuck") >= 1 })
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/stuck", acmeToken, jsonMap{"disabled": true}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/stuck", acmeToken, jsonMap{"disabled": true}))
 	gauge := func(text, series string) float64 {
 		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindStringSubmatch(text)
 		if m == nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
+	"hookgate/inbound"
 	"hookgate/internal/testsupport"
 	"hookgate/storage"
 )
@@ -50,10 +52,10 @@ func TestHandlerPanicIsA500(t *testing.T) {
 	}
 	ps.on.Store(false)
 	st, hdr, b := g.post("open", body, nil)
-	if st != 202 || hdr.Get(headerReplayed) != "true" {
-		t.Fatalf("the provider's retry: %d (replayed %q) %s; want the stored 202", st, hdr.Get(headerReplayed), b)
+	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" {
+		t.Fatalf("the provider's retry: %d (replayed %q) %s; want the stored 202", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
-	if evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 1 {
+	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 1 {
 		t.Fatalf("%d events, want the one stored before the panic", len(evs))
 	}
 }

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 )
 
 // dbProxy stands between a gateway and its database, so that a test can

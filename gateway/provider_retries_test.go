@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/inbound"
 )
 
 // Each provider's own retry or redelivery, as its documentation
@@ -70,8 +72,8 @@ func provAnswer(t *testing.T, what string, st int, hdr http.Header, b []byte, re
 	if st != 202 {
 		t.Fatalf("%s: %d %s, want 202", what, st, b)
 	}
-	if got := hdr.Get(headerReplayed) == "true"; got != replayed {
-		t.Fatalf("%s: Idempotent-Replayed=%q, want replayed=%v (%s)", what, hdr.Get(headerReplayed), replayed, b)
+	if got := hdr.Get(inbound.HeaderReplayed) == "true"; got != replayed {
+		t.Fatalf("%s: Idempotent-Replayed=%q, want replayed=%v (%s)", what, hdr.Get(inbound.HeaderReplayed), replayed, b)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"hookgate/gateway/admin"
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -100,4 +101,9 @@ func (r *registry) exclusive(fn func() error) error {
 	r.inUse.Lock()
 	defer r.inUse.Unlock()
 	return fn()
+}
+
+// view is s as the admin API reads it.
+func (s *snapshot) view() admin.View {
+	return admin.View{Sources: s.sources, Endpoints: s.endpoints, ByTenant: s.byTenant}
 }

@@ -3,13 +3,15 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
-	"hookgate/storage/badger"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
+	"hookgate/storage/badger"
 )
 
 // Reloads race: each admin change and each 410 reloads the registry. A
@@ -77,7 +79,7 @@ func TestFailedRegistryReloadIsDoneAgain(t *testing.T) {
 	rcv := newReceiver(t)
 	uc := &unreadableCatalog{}
 	g := startGateway(t, gwOptions{wrapStore: func(s storage.Store) storage.Store { uc.Store = s; return uc }})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "gone", "url": rcv.url("gone")}))
 	uc.on.Store(true)
 	if st, _, b := g.api("DELETE", "/endpoints/gone", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
@@ -91,7 +93,7 @@ func TestFailedRegistryReloadIsDoneAgain(t *testing.T) {
 		if st, _, b := g.post("open", []byte(`{"id":"`+id+`","type":"t"}`), nil); st != 202 {
 			t.Fatalf("ingest: %d %s", st, b)
 		}
-		evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).Data
+		evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).Data
 		return len(evs) == 1 && evs[0].EventID == id && len(deliveriesOf(t, g.Store(), evs[0].ID)) == 0
 	})
 }
@@ -170,7 +172,7 @@ func TestStaleMarkSetDuringAReloadIsNotLost(t *testing.T) {
 
 	// A change whose reload fails: the registry is marked stale.
 	gc.armed.Store(true)
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "first", "url": rcv.url("first")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "first", "url": rcv.url("first")}))
 	// The store check reloads it: it has read the catalog...
 	select {
 	case <-gc.entered:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"hookgate/gateway/admin"
 	"hookgate/inbound"
 	"hookgate/storage"
 )
@@ -427,7 +428,7 @@ func (r *replayRunner) targets(ctx context.Context, job *storage.ReplayJob, ev *
 		}
 		latest := map[string]storage.DeliveryState{}
 		for cursor := ""; ; {
-			ds, next, err := r.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit, Cursor: cursor})
+			ds, next, err := r.store.ListDeliveries(ctx, storage.DeliveryFilter{Event: ev.ID, Limit: admin.MaxPageLimit, Cursor: cursor})
 			if err != nil {
 				return nil, err
 			}

@@ -3,13 +3,15 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"hookgate/gateway/problem"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/problem"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 // A bulk replay whose write fails (a full disk, for a moment) retries the
@@ -25,9 +27,9 @@ func TestBulkReplayRetriesStoreErrors(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
 
 	fs.set(faultBefore, "EnqueueReplay")
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	testsupport.WaitFor(t, 10*time.Second, "two failed enqueues", func() bool { return fs.failures("EnqueueReplay") >= 2 })
-	if j := must[replayView](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil)); j.State != "running" {
+	if j := must[admin.Replay](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil)); j.State != "running" {
 		t.Fatalf("after a failed write the job is %+v, want still running", j)
 	}
 	fs.set(faultNone, "EnqueueReplay")
@@ -38,7 +40,7 @@ func TestBulkReplayRetriesStoreErrors(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the replayed deliveries", func() bool { return rcv.count() == 6 })
 
 	fs.set(faultBefore, "EnqueueReplay")
-	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || job.Enqueued != 0 {
 		t.Fatalf("job on a store that keeps failing: %+v, want failed", job)
 	}
@@ -58,7 +60,7 @@ func TestBulkReplayRetryGoesOnFromTheStoredProgress(t *testing.T) {
 	ingestN(t, g, "rp", 3)
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
 
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	testsupport.WaitFor(t, 10*time.Second, "the write reported failed", func() bool { return fs.fails.Load() < 2 })
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.State != "completed" || job.Matched != 3 || job.Enqueued != 3 {
@@ -116,7 +118,7 @@ func TestBulkReplayRetriesRecordingItsFailure(t *testing.T) {
 	fs.fails.Store(2)
 	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { fs.Store = s; return fs })
 	ingestN(t, g, "ff", 2) // their first deliveries are written by Ingest, not Enqueue
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "failed" || fs.fails.Load() > 0 {
 		t.Fatalf("job: %+v (failed writes still to come: %d)", job, fs.fails.Load())
 	}
@@ -133,7 +135,7 @@ func TestBulkReplayRetriesItsFirstRead(t *testing.T) {
 	ingestN(t, g, "rf", 3)
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 3 })
 
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	testsupport.WaitFor(t, 10*time.Second, "the failed reads", func() bool { return fs.fails.Load() <= 0 })
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Enqueued != 3 {
 		t.Fatalf("job: %+v", job)
@@ -157,14 +159,14 @@ func (f *failReplayReads) GetReplay(ctx context.Context, id string) (storage.Rep
 // Replays and manual retries as an operator uses them: attempt numbers,
 // keys, states, Idempotency-Key answers, resumed jobs.
 
-func getDelivery(t *testing.T, g *gw, id string) deliveryView {
+func getDelivery(t *testing.T, g *gw, id string) admin.Delivery {
 	t.Helper()
-	return must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+id, acmeToken, nil))
+	return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+id, acmeToken, nil))
 }
 
-func waitDeliveryState(t *testing.T, g *gw, id, state string) deliveryView {
+func waitDeliveryState(t *testing.T, g *gw, id, state string) admin.Delivery {
 	t.Helper()
-	var d deliveryView
+	var d admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "delivery "+id+" to be "+state, func() bool {
 		d = getDelivery(t, g, id)
 		return d.State == state
@@ -184,10 +186,10 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 `, rcv.url("rs"), rcv.url("rs2"))})
 	rcv.failAt("rs", true)
 	ids := ingestN(t, g, "rst", 1)
-	ev := must[eventView](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
-	var d deliveryView
+	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
+	var d admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "the rs delivery", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=rs&event="+ids[0], acmeToken, nil))
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=rs&event="+ids[0], acmeToken, nil))
 		if len(ds.Data) == 1 {
 			d = ds.Data[0]
 		}
@@ -198,7 +200,7 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 		t.Fatalf("failed: %+v", d)
 	}
 	// Retry while still failing: a fresh budget of 2, numbered 3 and 4.
-	r := must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
+	r := must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
 	if r.State != "pending" || r.NextAttemptAt == "" || r.AttemptCount != 2 {
 		t.Fatalf("retry answer: %+v", r)
 	}
@@ -216,21 +218,21 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 			t.Fatalf("attempt %d missing: %+v", i+1, *d.Attempts)
 		}
 	}
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?status=failed&endpoint=rs", acmeToken, nil)).Data); n != 1 {
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed&endpoint=rs", acmeToken, nil)).Data); n != 1 {
 		t.Fatalf("status=failed lists %d", n)
 	}
 	rcv.failAt("rs", false)
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
+	must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
 	d = waitDeliveryState(t, g, d.ID, "succeeded")
 	if d.AttemptCount != 5 || d.NextAttemptAt != "" {
 		t.Fatalf("after a good retry: %+v", d)
 	}
 	// A succeeded delivery is sent again on request.
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
+	must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
 	testsupport.WaitFor(t, 10*time.Second, "the resend", func() bool { return rcv.countAt("rs") == 6 })
 	d = waitDeliveryState(t, g, d.ID, "succeeded")
 	// A replay: new delivery, attempt 1, same key.
-	rp := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, jsonMap{"endpoints": []string{"rs"}}))
+	rp := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, jsonMap{"endpoints": []string{"rs"}}))
 	if len(rp.Data) != 1 || rp.Data[0].ID == d.ID || rp.Data[0].IdempotencyKey != ev.IdempotencyKey {
 		t.Fatalf("replay: %+v", rp)
 	}
@@ -252,7 +254,7 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 	must[jsonMap](t, 200)(g.api("PATCH", "/endpoints/rs", acmeToken, jsonMap{"disabled": true}))
 	wantProblem(t, "retry to a disabled endpoint", 409, "-")(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
 	wantProblem(t, "replay to a disabled endpoint", 409, "endpoints[0]")(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, jsonMap{"endpoints": []string{"rs"}}))
-	dflt := must[apiList[deliveryView]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, nil))
+	dflt := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, nil))
 	if len(dflt.Data) != 1 || dflt.Data[0].Endpoint != "rs2" {
 		t.Fatalf("default replay with rs disabled: %+v", dflt)
 	}
@@ -275,9 +277,9 @@ func TestRetryOfPendingAndDeliveringDeliveries(t *testing.T) {
 `, rcv.url("pl"), held.URL)})
 	rcv.failAt("pl", true)
 	ids := ingestN(t, g, "pl", 1)
-	var d deliveryView
+	var d admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "the first failure", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=pl", acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=pl", acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].AttemptCount == 1 && ds[0].State == "pending" {
 			d = ds[0]
 			return true
@@ -288,7 +290,7 @@ func TestRetryOfPendingAndDeliveringDeliveries(t *testing.T) {
 		t.Fatalf("next attempt %s, want ~1h ahead", d.NextAttemptAt)
 	}
 	rcv.failAt("pl", false)
-	must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
+	must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
 	d = waitDeliveryState(t, g, d.ID, "succeeded")
 	if d.AttemptCount != 2 || rcv.countAt("pl") != 2 || rcv.at("pl")[1].header.Get("hookgate-attempt") != "2" {
 		t.Fatalf("after retry: %+v, %d requests", d, rcv.countAt("pl"))
@@ -302,9 +304,9 @@ func TestRetryOfPendingAndDeliveringDeliveries(t *testing.T) {
 		t.Fatalf("ingest sw: %d %s", st, b)
 	}
 	held.waitHit(t)
-	var hdv deliveryView
+	var hdv admin.Delivery
 	testsupport.WaitFor(t, 5*time.Second, "the delivering state", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=hd", acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=hd", acmeToken, nil)).Data
 		if len(ds) == 1 {
 			hdv = ds[0]
 		}
@@ -319,7 +321,7 @@ func TestRetryOfPendingAndDeliveringDeliveries(t *testing.T) {
 	}
 	held.release()
 	waitDeliveryState(t, g, hdv.ID, "succeeded")
-	r := must[deliveryView](t, 202)(g.api("POST", "/deliveries/"+hdv.ID+"/retry", acmeToken, nil))
+	r := must[admin.Delivery](t, 202)(g.api("POST", "/deliveries/"+hdv.ID+"/retry", acmeToken, nil))
 	if r.State != "pending" {
 		t.Fatalf("retry after the attempt: %+v", r)
 	}
@@ -345,7 +347,7 @@ func TestReplayIdempotencyKeyAnswers(t *testing.T) {
 	if st1 != 202 || st2 != 202 || string(b1) != string(b2) || h2.Get("Idempotent-Replayed") != "true" || h1.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("first %d %s %v; second %d %s %v", st1, b1, h1, st2, b2, h2)
 	}
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 3 {
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("%d deliveries, want 3", n)
 	}
 	p := wantProblem(t, "same key, other body", 422, "-")(g.api("POST", path, acmeToken, jsonMap{"endpoints": []string{"ik2"}}, "Idempotency-Key", "rk"))
@@ -353,15 +355,15 @@ func TestReplayIdempotencyKeyAnswers(t *testing.T) {
 		t.Fatalf("type %s", p.Type)
 	}
 	wantProblem(t, "same key, other event", 422, "-")(g.api("POST", "/events/"+ids[1]+"/replay", acmeToken, body, "Idempotency-Key", "rk"))
-	wantProblem(t, "same key, a retry", 422, "-")(g.api("POST", "/deliveries/"+must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil)).Data[0].ID+"/retry", acmeToken, nil, "Idempotency-Key", "rk"))
+	wantProblem(t, "same key, a retry", 422, "-")(g.api("POST", "/deliveries/"+must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil)).Data[0].ID+"/retry", acmeToken, nil, "Idempotency-Key", "rk"))
 	// Another tenant's scope: the same key is free there.
-	must[apiList[deliveryView]](t, 202)(g.api("POST", path, opToken, body, "Idempotency-Key", "rk"))
+	must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, opToken, body, "Idempotency-Key", "rk"))
 
 	// Bulk: one job per key use.
 	jb := jsonMap{"endpoint": "ik2", "status": "succeeded"}
-	j1 := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jb, "Idempotency-Key", "bk"))
+	j1 := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jb, "Idempotency-Key", "bk"))
 	st, hdr, b := g.api("POST", "/replays", acmeToken, jb, "Idempotency-Key", "bk")
-	j2 := must[replayView](t, 202)(st, hdr, b)
+	j2 := must[admin.Replay](t, 202)(st, hdr, b)
 	if j1.ID != j2.ID || hdr.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("jobs %s, %s (%v)", j1.ID, j2.ID, hdr)
 	}
@@ -424,7 +426,7 @@ func TestReplaySameKeyInProgressIs409(t *testing.T) {
 		t.Fatalf("after: %d %s (first %s)", st, b2, b1)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the original and the replay", func() bool { return rcv.countAt("ip") == 2 })
-	if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 2 {
+	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 2 {
 		t.Fatalf("%d deliveries, want 2", n)
 	}
 }
@@ -452,7 +454,7 @@ func TestBulkReplayResumesAfterRestartWithExactCounts(t *testing.T) {
 	g := startGateway(t, gwOptions{extra: extra, wrapStore: func(s storage.Store) storage.Store { blocked.Store = s; return blocked }})
 	ingestN(t, g, "res", 5)
 	testsupport.WaitFor(t, 10*time.Second, "the originals", func() bool { return rcv.countAt("rr") == 5 })
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	testsupport.WaitFor(t, 10*time.Second, "the job's first write", func() bool { return blocked.entered.Load() > 0 })
 	g = g.restart(gwOptions{extra: extra})
 	// Received after the job was created: not the job's.
@@ -484,15 +486,15 @@ func TestBulkReplayWindowAfterCreationCompletesEmpty(t *testing.T) {
 	ingestN(t, g, "fw", 2)
 	testsupport.WaitFor(t, 10*time.Second, "the originals", func() bool { return rcv.countAt("fw") == 2 })
 	since := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": since}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": since}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.State != "completed" || job.Matched != 0 || job.Enqueued != 0 {
 		t.Fatalf("job %+v", job)
 	}
 	// since == until == an event's received_at: exactly that event.
-	evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
+	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
 	at := evs[1].ReceivedAt
-	job = must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": at, "until": at}))
+	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": at, "until": at}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.State != "completed" || job.Matched != 1 || job.Enqueued != 1 {
 		t.Fatalf("exact window job %+v", job)

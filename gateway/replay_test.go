@@ -3,9 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +12,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 
 	bdg "github.com/dgraph-io/badger/v4"
 )
@@ -65,16 +67,16 @@ func TestReplayResumesAfterRestart(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the resumed replay's deliveries", func() bool { return rcv.count() == 8 })
 	for _, id := range ids[:3] { // the oldest three, which the cursor had not reached
-		if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 2 {
+		if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 2 {
 			t.Fatalf("event %s has %d deliveries, want 2", id, n)
 		}
 	}
 	for _, id := range ids[3:] {
-		if n := len(must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 1 {
+		if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 1 {
 			t.Fatalf("event %s has %d deliveries, want 1 (done before the restart)", id, n)
 		}
 	}
-	if j := must[replayView](t, 200)(g.api("GET", "/replays/"+done.ID, acmeToken, nil)); j.State != "completed" || j.Enqueued != 0 {
+	if j := must[admin.Replay](t, 200)(g.api("GET", "/replays/"+done.ID, acmeToken, nil)); j.State != "completed" || j.Enqueued != 0 {
 		t.Fatalf("a completed job ran again: %+v", j)
 	}
 }
@@ -86,7 +88,7 @@ func TestReplayRunnerLifecycle(t *testing.T) {
 	r := g.bg.replays
 	r.Stop()
 	r.Stop()
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	stored, err := g.Store().GetReplay(context.Background(), job.ID)
 	if err != nil || stored.State != storage.ReplayRunning {
 		t.Fatalf("job after stop: %+v %v", stored, err)
@@ -113,13 +115,13 @@ func startWrapped(t *testing.T, rcv *receiver, wrap func(storage.Store) storage.
 // (admin API) on rcv, ingests 3 events and, once they are delivered,
 // a bulk replay by status whose choice of targets is held in bs until
 // bs.release is closed. It returns when the replay is choosing.
-func replayChoosing(t *testing.T, rcv *receiver, bs *blockEventListings, prefix string) (*gw, replayView) {
+func replayChoosing(t *testing.T, rcv *receiver, bs *blockEventListings, prefix string) (*gw, admin.Replay) {
 	t.Helper()
 	g := startWrapped(t, rcv, func(s storage.Store) storage.Store { bs.Store = s; return bs })
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "b", "tenant": "acme", "url": rcv.url("b")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "b", "tenant": "acme", "url": rcv.url("b")}))
 	ingestN(t, g, prefix, 3)
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
 	<-bs.entered
 	return g, job
 }
@@ -146,7 +148,7 @@ func TestReplayToManyEndpoints(t *testing.T) {
 	}
 	g = g.restart(gwOptions{extra: b.String(), grace: 100 * time.Millisecond})
 	t.Cleanup(func() { close(stop) })
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.State != "completed" || job.Enqueued != 100*150 {
 		var cause string
@@ -192,7 +194,7 @@ func fanout(t *testing.T, wrap func(storage.Store) storage.Store) (*gw, []string
 	var eps []string
 	for i := range 21 {
 		id := fmt.Sprintf("fan%02d", i)
-		must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
+		must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
 			"id": id, "tenant": "acme", "url": rcv.url(id), "rate_limit": 0.001}))
 		eps = append(eps, id)
 	}
@@ -201,7 +203,7 @@ func fanout(t *testing.T, wrap func(storage.Store) storage.Store) (*gw, []string
 
 // wantReplayedOnce checks that job completed having enqueued each of the
 // fan-out's 100 events once to each of its 21 endpoints.
-func wantReplayedOnce(t *testing.T, g *gw, job replayView, eps []string) {
+func wantReplayedOnce(t *testing.T, g *gw, job admin.Replay, eps []string) {
 	t.Helper()
 	total := 0
 	for _, ep := range eps {
@@ -223,7 +225,7 @@ func wantReplayedOnce(t *testing.T, g *gw, job replayView, eps []string) {
 func TestReplayRetryWritesOnlyWhatIsLeft(t *testing.T) {
 	g, fs, eps := partialFanout(t)
 	fs.failAt.Store(fs.calls.Load() + 2) // the step's second write
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	wantReplayedOnce(t, g, waitReplay(t, g, acmeToken, job.ID), eps)
 }
 
@@ -255,7 +257,7 @@ func TestReplayRetryKeepsTheTargetsItChose(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond) // replays take events received before the job
 	fs.failAt.Store(fs.calls.Load() + 2)
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"status": "failed"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"status": "failed"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	pending := 0
 	for _, ep := range eps {
@@ -298,7 +300,7 @@ func TestReplayRetryChoosesTargetsAgainFromScratch(t *testing.T) {
 	ingestN(t, g, "ct", 6)
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool { return rcv.count() == 6 })
 	fs.failAt.Store(fs.calls.Load() + 4) // the fourth event's
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "succeeded"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
 	if job.State != "completed" || job.Matched != 6 || job.Enqueued != 6 {
 		t.Fatalf("job: %+v; want 6 events matched and enqueued once", job)
@@ -381,13 +383,13 @@ func TestReplayByStatusLooksPastTheFirstPageOfAnEvent(t *testing.T) {
 			IdempotencyKey: ev.IdempotencyKey, State: st, CreatedAt: at, NextAttemptAt: at, RetryFrom: at, UpdatedAt: at}
 	}
 	ds := []storage.Delivery{delivery("b", storage.StateFailed, now)} // b's latest: failed
-	for i := range maxPageLimit {                                     // then a page and more of a's
+	for i := range admin.MaxPageLimit {                               // then a page and more of a's
 		ds = append(ds, delivery("a", storage.StateSucceeded, now.Add(time.Duration(i+1)*time.Millisecond)))
 	}
 	if err := g.Store().Enqueue(context.Background(), ds); err != nil {
 		t.Fatal(err)
 	}
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "failed"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "failed"}))
 	if job = waitReplay(t, g, acmeToken, job.ID); job.State != "completed" || job.Matched != 1 || job.Enqueued != 1 {
 		t.Fatalf("job: %+v; want the event replayed to b", job)
 	}
@@ -443,7 +445,7 @@ func (p *purgeMidWrite) EnqueueReplay(ctx context.Context, job *storage.ReplayJo
 func TestReplayPurgedEventWithDeleteQueuedDoesNotWedge(t *testing.T) {
 	g := startGateway(t, gwOptions{})
 	ingestN(t, g, "pg", 3) // no endpoint yet: no deliveries, purgeable
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
 		"id": "x", "tenant": "acme", "url": "http://127.0.0.1:9/x", "rate_limit": 0.001}))
 
 	// A runner of its own, over the gateway's store and a registry of its
@@ -489,7 +491,7 @@ func TestReplayDoesNotWriteToAnEndpointRecreatedWhileChoosing(t *testing.T) {
 		close(bs.release)
 		t.Fatalf("DELETE: %d %s", st, b)
 	}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
 		"id": "b", "tenant": "acme", "url": rcv.url("b2"), "disabled": true}))
 	close(bs.release)
 	waitReplay(t, g, acmeToken, job.ID)
@@ -535,7 +537,7 @@ func TestReplayStoppedBetweenTheWritesOfAStepDoesNotEnqueueTwice(t *testing.T) {
 	ws := &stopDuringSecondEnqueue{entered: make(chan struct{})}
 	g, eps := fanout(t, func(s storage.Store) storage.Store { ws.Store = s; return ws })
 	ws.at.Store(ws.calls.Load() + 2) // the step's second write
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
 	<-ws.entered
 	g = g.restart(gwOptions{}) // Shutdown stops the runner: the held write fails with the context
 	wantReplayedOnce(t, g, waitReplay(t, g, acmeToken, job.ID), eps)
@@ -567,28 +569,28 @@ func TestStatusReplayDoesNotSendTheDeletedEndpointsFailuresToItsSuccessor(t *tes
 	count := func(p string) int { mu.Lock(); defer mu.Unlock(); return hits[p] }
 
 	g := startGateway(t, gwOptions{})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
 		"id": "billing", "url": srv.URL + "/first", "event_types": []string{"invoice.*"},
 		"retry": jsonMap{"max_attempts": 1},
 	}))
 	st, _, b := g.post("open", []byte(`{"id":"inv-1","type":"invoice.paid"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to the first endpoint to fail", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		return len(ds) == 1 && ds[0].State == "failed"
 	})
 	if st, _, b := g.api("DELETE", "/endpoints/billing", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
 	}
 	// The same tenant makes a new endpoint with the id, for other events.
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
 		"id": "billing", "url": srv.URL + "/second", "event_types": []string{"customer.*"},
 	}))
 
-	rpl := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"status": "failed"})).ID
-	var job replayView
+	rpl := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"status": "failed"})).ID
+	var job admin.Replay
 	testsupport.WaitFor(t, 10*time.Second, "the bulk replay to finish", func() bool {
-		job = must[replayView](t, 200)(g.api("GET", "/replays/"+rpl, acmeToken, nil))
+		job = must[admin.Replay](t, 200)(g.api("GET", "/replays/"+rpl, acmeToken, nil))
 		return job.State != "running"
 	})
 	if job.Enqueued != 0 {
@@ -643,10 +645,10 @@ func TestBulkReplayGoesPastAnUnreadableEventRecord(t *testing.T) {
 	damageEventRecord(t, dir, ids[1])
 	g = startGateway(t, gwOptions{dir: dir, extra: endpointA(rcv)})
 
-	job := must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
-	var got replayView
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open"}))
+	var got admin.Replay
 	testsupport.WaitFor(t, 30*time.Second, "the replay to end", func() bool {
-		got = must[replayView](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil))
+		got = must[admin.Replay](t, 200)(g.api("GET", "/replays/"+job.ID, acmeToken, nil))
 		return got.State != "running"
 	})
 	if got.State != "completed" || got.Matched != 2 || got.Enqueued != 2 {
@@ -666,7 +668,7 @@ func TestFinishedReplayJobsArePurgedWithRetention(t *testing.T) {
 	g := startGateway(t, gwOptions{config: func(c *config.Config) { c.Retention = config.Duration(time.Second) }})
 	const jobs = 200
 	for range jobs {
-		must[replayView](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "failed"}))
+		must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"source": "open", "status": "failed"}))
 	}
 	testsupport.WaitFor(t, 20*time.Second, "every job to finish", func() bool {
 		running, err := g.store.ListReplays(t.Context(), storage.ReplayRunning)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/config"
 	"hookgate/storage"
 )
@@ -38,7 +39,7 @@ func TestClaimOfADeadProcessIsReleasedAfterTheEndpointTimeoutWasLowered(t *testi
 	g := startGateway(t, gwOptions{grace: 300 * time.Millisecond, wrapStore: func(s storage.Store) storage.Store {
 		return diesBeforeRelease{s}
 	}})
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken,
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken,
 		jsonMap{"id": "slow", "url": srv.URL + "/hook", "sources": []string{"open"}, "timeout": "20m"}))
 	st, _, b := g.post("open", []byte(`{"id":"claimed-at-crash","type":"t"}`), nil)
 	if st != 202 {
@@ -50,18 +51,18 @@ func TestClaimOfADeadProcessIsReleasedAfterTheEndpointTimeoutWasLowered(t *testi
 		t.Fatal("the first attempt never reached the receiver")
 	}
 	// The receiver hangs: the operator lowers the endpoint's timeout.
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/slow", acmeToken, jsonMap{"timeout": "2s"}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/slow", acmeToken, jsonMap{"timeout": "2s"}))
 
 	// The process dies with the attempt in flight, and is started again.
 	g = g.restart(gwOptions{grace: 300 * time.Millisecond})
-	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=slow", acmeToken, nil)).Data
+	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=slow", acmeToken, nil)).Data
 	if len(ds) != 1 {
 		t.Fatalf("%d deliveries, want 1", len(ds))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for hits.Load() < 2 {
 		if time.Now().After(deadline) {
-			d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, acmeToken, nil))
+			d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, acmeToken, nil))
 			rst, _, rb := g.api("POST", "/deliveries/"+ds[0].ID+"/retry", acmeToken, nil)
 			t.Fatalf("10s after the restart the delivery claimed by the dead process was not sent again: state %q; "+
 				"POST retry answers %d %s (its claim is only released when the 20m30s lease of the old timeout ends)",
@@ -99,7 +100,7 @@ func TestClaimOfADeadProcessIsReleasedWhenTheEndpointTimeoutIsBelowTheDefault(t 
 	deadline := time.Now().Add(10 * time.Second)
 	for hits.Load() < 2 {
 		if time.Now().After(deadline) {
-			ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=quick", acmeToken, nil)).Data
+			ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=quick", acmeToken, nil)).Data
 			t.Fatalf("10s after the restart the delivery claimed by the dead process was not sent again (%d attempt(s) seen); deliveries: %+v",
 				hits.Load(), ds)
 		}

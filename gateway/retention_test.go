@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"fmt"
-	"hookgate/internal/testsupport"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
 )
 
 // TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry:
@@ -21,7 +23,7 @@ func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *test
 	rc := newReceiver(t)
 	rc.failAt("api", true)
 	g := startGateway(t, gwOptions{})
-	ep := must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
+	ep := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{
 		"id": "api-ep", "tenant": "acme", "url": rc.url("api"), "sources": []string{"open"},
 		// A window of an hour, well within the retention of the time (720h).
 		"retry": jsonMap{"initial_interval": "200ms", "max_interval": "500ms", "max_attempts": 10000, "max_elapsed": "1h"},
@@ -33,7 +35,7 @@ func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *test
 	if st != 202 {
 		t.Fatalf("ingest: %d %s", st, body)
 	}
-	evs := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=api-ep", opToken, nil))
+	evs := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=api-ep", opToken, nil))
 	if len(evs.Data) != 1 {
 		t.Fatalf("deliveries: %+v", evs.Data)
 	}

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"hookgate/gateway/admin"
 	"hookgate/gateway/config"
+	"hookgate/inbound"
 	"hookgate/internal/testsupport"
 	"hookgate/outbound"
 	"hookgate/storage"
@@ -75,9 +77,9 @@ func TestSecurityAdminTokens(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"e1"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	dlv := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data[0].ID
-	rpl := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "open", "status": "cancelled"})).ID
-	before := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
+	dlv := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data[0].ID
+	rpl := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "open", "status": "cancelled"})).ID
+	before := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
 
 	var bad []string
 	for _, tok := range []string{opToken, acmeToken} {
@@ -120,17 +122,17 @@ func TestSecurityAdminTokens(t *testing.T) {
 			}
 		}
 	}
-	after := must[endpointView](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
+	after := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
 	if after.URL != before.URL || after.Secret != before.Secret {
 		t.Fatalf("the endpoint changed: %+v -> %+v", before, after)
 	}
-	must[sourceView](t, 200)(g.api("GET", "/sources/open", opToken, nil))
+	must[admin.Source](t, 200)(g.api("GET", "/sources/open", opToken, nil))
 	wantProblem(t, "intruder endpoint", 404, "")(g.api("GET", "/endpoints/intruder", opToken, nil))
 	wantProblem(t, "intruder source", 404, "")(g.api("GET", "/sources/intruder", opToken, nil))
 	if evs := eventsIn(t, g.Store()); len(evs) != 1 {
 		t.Fatalf("%d events, want only the ingested one", len(evs))
 	}
-	if d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+dlv, opToken, nil)); d.AttemptCount != 1 || rcv.count() != 1 {
+	if d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dlv, opToken, nil)); d.AttemptCount != 1 || rcv.count() != 1 {
 		t.Fatalf("delivery %+v after %d requests: a refused retry or replay ran", d, rcv.count())
 	}
 }
@@ -152,8 +154,8 @@ func TestSecurityTenantIsolationGaps(t *testing.T) {
 	st, _, b = g.post("open", []byte(`{"id":"a1"}`), nil)
 	aEvt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.count() == 2 })
-	gDlv := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+gEvt, opToken, nil)).Data[0].ID
-	gRpl := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other", "status": "cancelled"})).ID
+	gDlv := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+gEvt, opToken, nil)).Data[0].ID
+	gRpl := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other", "status": "cancelled"})).ID
 
 	now := time.Now()
 	missing := map[string]string{
@@ -180,16 +182,16 @@ func TestSecurityTenantIsolationGaps(t *testing.T) {
 	// the secret of a globex endpoint) is never replayed to acme, and a key
 	// the operator used is free for acme.
 	gx := jsonMap{"id": "gx2", "tenant": "globex", "url": rcv.url("gx2")}
-	created := must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, gx, "Idempotency-Key", "k-gx"))
+	created := must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, gx, "Idempotency-Key", "k-gx"))
 	st, hdr, b := g.api("POST", "/endpoints", acmeToken, gx, "Idempotency-Key", "k-gx")
-	if st == 201 || hdr.Get(headerReplayed) != "" || strings.Contains(string(b), created.Secret) {
-		t.Fatalf("acme reusing the operator's key and request: %d replayed=%q %s", st, hdr.Get(headerReplayed), b)
+	if st == 201 || hdr.Get(inbound.HeaderReplayed) != "" || strings.Contains(string(b), created.Secret) {
+		t.Fatalf("acme reusing the operator's key and request: %d replayed=%q %s", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 	wantProblem(t, "acme creating in globex", 422, "tenant")(st, hdr, b)
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "op-x", "tenant": "globex", "url": rcv.url("x")}, "Idempotency-Key", "k-own"))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "op-x", "tenant": "globex", "url": rcv.url("x")}, "Idempotency-Key", "k-own"))
 	st, hdr, b = g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "ac2", "url": rcv.url("ac2")}, "Idempotency-Key", "k-own")
-	if st != 201 || hdr.Get(headerReplayed) != "" {
-		t.Fatalf("acme's own request with a key the operator used: %d replayed=%q %s; want it executed", st, hdr.Get(headerReplayed), b)
+	if st != 201 || hdr.Get(inbound.HeaderReplayed) != "" {
+		t.Fatalf("acme's own request with a key the operator used: %d replayed=%q %s; want it executed", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
 
 	// A replay never crosses tenants, whoever asks; a foreign endpoint
@@ -296,11 +298,11 @@ endpoints:
 	apiSecret, rotated, srcSecret := outbound.NewSecret(), outbound.NewSecret(), outbound.NewSecret()
 	badWhsec := "whsec_" + newSecret("not!base64")
 	s.secrets = append(s.secrets, apiSecret, rotated, srcSecret, badWhsec)
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "api-ep", "url": rcv.url("api"), "secret": apiSecret}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "api-ep", "url": rcv.url("api"), "secret": apiSecret}))
 	keep("bad endpoint secret", 422)(g.api("POST", "/endpoints", acmeToken, jsonMap{"url": rcv.url("y"), "secret": badWhsec}))
 	keep("bad endpoint secret patch", 422)(g.api("PATCH", "/endpoints/api-ep", acmeToken, jsonMap{"secret": badWhsec}))
 	keep("bad rotation", 422)(g.api("POST", "/endpoints/api-ep/rotate-secret", acmeToken, jsonMap{"secret": badWhsec}))
-	must[endpointView](t, 200)(g.api("POST", "/endpoints/api-ep/rotate-secret", acmeToken, jsonMap{"secret": rotated, "grace": "1h"}))
+	must[admin.Endpoint](t, 200)(g.api("POST", "/endpoints/api-ep/rotate-secret", acmeToken, jsonMap{"secret": rotated, "grace": "1h"}))
 	keep("bad endpoint url", 422)(g.api("POST", "/endpoints", acmeToken, jsonMap{"url": "http://user:" + urlSecret + "@x.test/"}))
 	keep("source with secret", 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "s2", "verify": jsonMap{"scheme": "standard-webhooks", "secrets": []string{srcSecret}}}))
 	keep("bad source secret", 422)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "s3", "verify": jsonMap{"scheme": "standard-webhooks", "secrets": []string{badWhsec}}}))
@@ -312,17 +314,17 @@ endpoints:
 	keep("publish", 202)(g.api("POST", "/events", acmeToken, jsonMap{"source": "open", "type": "t", "payload": jsonMap{"id": "p1"}}))
 	testsupport.WaitFor(t, 10*time.Second, "failed attempts and deliveries", func() bool {
 		failed := map[string]bool{}
-		for _, d := range must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
+		for _, d := range must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
 			if d.AttemptCount >= 2 && d.State != "succeeded" {
 				failed[d.Endpoint] = true
 			}
 		}
 		return failed["failing"] && failed["leaky-url"] && rcv.countAt("api") >= 1 && rcv.countAt("ep") >= 1
 	})
-	for _, d := range must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
+	for _, d := range must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
 		keep("delivery", 200)(g.api("GET", "/deliveries/"+d.ID, opToken, nil))
 	}
-	evs := must[apiList[eventView]](t, 200)(g.api("GET", "/events", opToken, nil))
+	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil))
 	for _, ev := range evs.Data {
 		for name := range ev.Headers {
 			if n := strings.ToLower(name); n == "authorization" || n == "cookie" {
@@ -436,13 +438,13 @@ endpoints:
 	}
 	// Other fields of an endpoint with such a URL can still change, also
 	// when a client sends the URL back unchanged.
-	v4 := must[endpointView](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "3s"}))
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "4s", "url": v4.URL}))
+	v4 := must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "3s"}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/v4", opToken, jsonMap{"timeout": "4s", "url": v4.URL}))
 	st, _, b := g.post("open", []byte(`{"id":"ssrf"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
-	var ds []deliveryView
+	var ds []admin.Delivery
 	testsupport.WaitFor(t, 15*time.Second, "every delivery to fail", func() bool {
-		ds = must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data
+		ds = must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data
 		for _, d := range ds {
 			if d.State != "failed" {
 				return false
@@ -451,7 +453,7 @@ endpoints:
 		return len(ds) == len(hosts)
 	})
 	for _, d := range ds {
-		full := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+d.ID, opToken, nil))
+		full := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+d.ID, opToken, nil))
 		if full.Attempts == nil || len(*full.Attempts) != 2 {
 			t.Fatalf("delivery to %s: %+v, want 2 attempts", d.Endpoint, full)
 		}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 
 	"go.uber.org/goleak"
 )
@@ -147,7 +149,7 @@ func TestShutdownLogsTheAttemptsItCuts(t *testing.T) {
 		t.Errorf("the shutdown cut the attempt of delivery %s at the end of its grace period; log of the shutdown:\n%s", ds[0].ID, logs)
 	}
 	g = g.restart(gwOptions{extra: fmt.Sprintf("endpoints:\n  - {id: slow, tenant: acme, url: %q, timeout: 10s}\n", slow.URL)})
-	if d := must[deliveryView](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, acmeToken, nil)); d.AttemptCount != 0 {
+	if d := must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+ds[0].ID, acmeToken, nil)); d.AttemptCount != 0 {
 		t.Errorf("the cut attempt was counted: %+v", d)
 	}
 }

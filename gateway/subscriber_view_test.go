@@ -7,13 +7,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 )
 
 // Secrets of the subscriber tests (whsec_ + base64 of 32 bytes).
@@ -294,7 +296,7 @@ endpoints:
 		return d["state"] == "succeeded" && int(d["attempt_count"].(float64)) == 8
 	})
 	d := must[struct {
-		Attempts []attemptView `json:"attempts"`
+		Attempts []admin.Attempt `json:"attempts"`
 	}](t, 200)(g.api("GET", "/deliveries/"+dlv, opToken, nil))
 	var sent []recorded // the original delivery's requests: all but the two replays' and the bulk replay's
 	for i, q := range rcv.all() {

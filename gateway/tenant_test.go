@@ -5,14 +5,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"hookgate/internal/testsupport"
-	"hookgate/storage"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"hookgate/gateway/admin"
+	"hookgate/internal/testsupport"
+	"hookgate/storage"
 )
 
 // Endpoint ids are global, so once acme deletes its endpoint "shared",
@@ -27,12 +29,12 @@ func TestRetryRefusesAnEndpointIDTakenByAnotherTenant(t *testing.T) {
 	globexRcv := newReceiver(t)
 	g := startGateway(t, gwOptions{})
 
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "shared", "url": acmeRcv.url("acme")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "shared", "url": acmeRcv.url("acme")}))
 	st, _, b := g.post("open", []byte(`{"id":"acme-private-1","type":"payroll.run","ssn":"123-45-6789"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var dlv string
 	testsupport.WaitFor(t, 10*time.Second, "acme's delivery to succeed", func() bool {
-		ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].State == "succeeded" {
 			dlv = ds[0].ID
 			return true
@@ -44,7 +46,7 @@ func TestRetryRefusesAnEndpointIDTakenByAnotherTenant(t *testing.T) {
 	if st, _, b := g.api("DELETE", "/endpoints/shared", acmeToken, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, b)
 	}
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "shared", "tenant": "globex", "url": globexRcv.url("globex")}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", opToken, jsonMap{"id": "shared", "tenant": "globex", "url": globexRcv.url("globex")}))
 	// globex's endpoint is invisible to acme.
 	wantProblem(t, "globex's endpoint as seen by acme", 404, "")(g.api("GET", "/endpoints/shared", acmeToken, nil))
 
@@ -101,7 +103,7 @@ func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
 
 	// A slow rate limit: after the first delivery the endpoint has no
 	// token, so the racing ingest writes its delivery pending (no hand-off).
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "shared", "url": acmeRcv.url("acme"), "rate_limit": 0.01}))
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "shared", "url": acmeRcv.url("acme"), "rate_limit": 0.01}))
 	st, _, b := g.post("open", []byte(`{"id":"warm-up"}`), nil)
 	must[jsonMap](t, 202)(st, nil, b)
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return acmeRcv.count() == 1 })
@@ -144,7 +146,7 @@ func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
 	if st := <-deleted; st != 204 {
 		t.Fatalf("delete: %d", st)
 	}
-	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 	if len(ds) != 1 || ds[0].State != "cancelled" {
 		t.Fatalf("deliveries of the racing event %+v, want one, cancelled by the delete", ds)
 	}
@@ -195,7 +197,7 @@ func TestSourceFilterNeverCrossesTenantsWhenASourceIDIsReused(t *testing.T) {
   - {id: globex-all, tenant: globex, url: %q}
 `, rcv.url("globex"))})
 	must[jsonMap](t, 201)(g.api("POST", "/sources", acmeToken, jsonMap{"id": "shared-src", "verify": jsonMap{"scheme": "none"}}))
-	must[endpointView](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
+	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{
 		"id": "acme-filtered", "url": rcv.url("acme"), "sources": []string{"shared-src"}}))
 	if st, _, b := g.post("shared-src", []byte(`{"n":1}`), nil); st != 202 {
 		t.Fatalf("acme ingest: %d %s", st, b)
@@ -207,7 +209,7 @@ func TestSourceFilterNeverCrossesTenantsWhenASourceIDIsReused(t *testing.T) {
 	}
 	must[jsonMap](t, 201)(g.api("POST", "/sources", opToken, jsonMap{"id": "shared-src", "tenant": "globex", "verify": jsonMap{"scheme": "none"}}))
 	// The kept filter still lets acme PATCH its endpoint.
-	must[endpointView](t, 200)(g.api("PATCH", "/endpoints/acme-filtered", acmeToken, jsonMap{"timeout": "3s"}))
+	must[admin.Endpoint](t, 200)(g.api("PATCH", "/endpoints/acme-filtered", acmeToken, jsonMap{"timeout": "3s"}))
 	// Adding globex's source is refused, for acme and for the operator.
 	wantProblem(t, "acme adds globex's source", 422, "sources[1]")(g.api("PATCH", "/endpoints/acme-filtered", acmeToken,
 		jsonMap{"sources": []string{"shared-src", "other"}}))
@@ -221,13 +223,13 @@ func TestSourceFilterNeverCrossesTenantsWhenASourceIDIsReused(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "globex's deliveries", func() bool { return rcv.byPath()["/globex"] == 3 })
 	// Replays of globex's events (every endpoint that matches now) stay in globex.
-	job := must[replayView](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "shared-src"}))
+	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "shared-src"}))
 	waitReplay(t, g, opToken, job.ID)
 	testsupport.WaitFor(t, 10*time.Second, "globex's replayed deliveries", func() bool { return rcv.byPath()["/globex"] == 6 })
 	if n := rcv.byPath()["/acme"]; n != 1 {
 		t.Fatalf("acme's endpoint got %d deliveries; want only acme's own event", n)
 	}
-	ds := must[apiList[deliveryView]](t, 200)(g.api("GET", "/deliveries?endpoint=acme-filtered", opToken, nil)).Data
+	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=acme-filtered", opToken, nil)).Data
 	if len(ds) != 1 {
 		t.Fatalf("acme-filtered has %d deliveries; want 1", len(ds))
 	}

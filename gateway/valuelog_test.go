@@ -5,14 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"hookgate/gateway/config"
-	"hookgate/internal/testsupport"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"hookgate/gateway/config"
+	"hookgate/internal/testsupport"
 )
 
 // vlogBytes sums the sizes of Badger's value log files in dir (Badger

@@ -298,6 +298,10 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// HeaderReplayed marks an answer (of ingest, or of an admin POST) that was
+// stored earlier and is sent again.
+const HeaderReplayed = "Idempotent-Replayed"
+
 // Subscribers returns the enabled endpoints of tenant that want events of
 // source with type typ: an empty sources list means every source of the
 // tenant, an empty event_types list every type, otherwise any glob matches.

@@ -388,7 +388,7 @@ func TestPausedExpiryYieldsToAResumeDuringItsClaim(t *testing.T) {
 
 	fired := make(chan struct{})
 	operatorRetry := func() {
-		// POST /deliveries/{ids[0]}/retry, as admin_deliveries.go does it.
+		// POST /deliveries/{ids[0]}/retry, as gateway/admin/deliveries.go does it.
 		if _, err := db.Retry(context.Background(), ids[0], clock.Now()); err != nil {
 			t.Error(err)
 		}

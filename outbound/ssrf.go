@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -186,4 +188,26 @@ func NewClient(allowPrivate bool) *http.Client {
 			return http.ErrUseLastResponse
 		},
 	}
+}
+
+// BlockedURL reports why every delivery to raw would be refused at dial
+// time when private targets are not allowed: its host is a literal
+// loopback, private, link-local or otherwise blocked address, or localhost
+// (RFC 6761). A hostname is resolved, and checked, only when dialled.
+func BlockedURL(raw string) (reason string, blocked bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false
+	}
+	// The host net/http dials: "１２７．０．０．１" and "ⓛocalhost" map to
+	// 127.0.0.1 and localhost.
+	host := strings.ToLower(strings.TrimSuffix(ASCIIHost(u.Hostname()), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "loopback", true
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", false
+	}
+	return Blocked(addr)
 }

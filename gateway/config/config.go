@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"hookgate/inbound"
+	"hookgate/storage"
 )
 
 // Config is config.yaml (SPEC section 2) after environment expansion,
@@ -129,6 +130,14 @@ type RetryConfig struct {
 	// rate_limit, max_in_flight or an open circuit fails after its next
 	// attempt.
 	MaxElapsed Duration `yaml:"max_elapsed"`
+}
+
+// Policy is the retry policy r configures.
+func (r RetryConfig) Policy() storage.RetryPolicy {
+	return storage.RetryPolicy{
+		InitialInterval: r.InitialInterval.D(), Multiplier: r.Multiplier, MaxInterval: r.MaxInterval.D(),
+		Randomization: r.Randomization, MaxAttempts: r.MaxAttempts, MaxElapsed: r.MaxElapsed.D(),
+	}
 }
 
 // SourceConfig is one webhook provider, posting to /ingest/{ID}.

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"hookgate/storage"
 )
 
-// eventView is an event as the admin API shows it (SPEC section 5).
-type eventView struct {
+// Event is an event as the admin API shows it (SPEC section 5).
+type Event struct {
 	ID             string            `json:"id"`
 	Tenant         string            `json:"tenant"`
 	Source         string            `json:"source"`
@@ -31,9 +31,9 @@ type eventView struct {
 	IdempotencyKey string            `json:"idempotency_key"`
 	Headers        map[string]string `json:"headers"`
 	// Body is the raw body when it is valid UTF-8; BodyBase64 otherwise.
-	Body       *string         `json:"body,omitempty"`
-	BodyBase64 string          `json:"body_base64,omitempty"`
-	Deliveries *[]deliveryView `json:"deliveries,omitempty"`
+	Body       *string     `json:"body,omitempty"`
+	BodyBase64 string      `json:"body_base64,omitempty"`
+	Deliveries *[]Delivery `json:"deliveries,omitempty"`
 	// State is the event's state over its deliveries (storage.StateOf), in
 	// GET /events/{id}; "" when they take more than one page.
 	State string `json:"state,omitempty"`
@@ -42,8 +42,8 @@ type eventView struct {
 	DeliveriesNextCursor string `json:"deliveries_next_cursor,omitempty"`
 }
 
-func newEventView(ev *storage.Event) eventView {
-	v := eventView{
+func newEventView(ev *storage.Event) Event {
+	v := Event{
 		ID: ev.ID, Tenant: ev.Tenant, Source: ev.Source, EventID: ev.EventID, Type: ev.Type,
 		ReceivedAt: apiTime(ev.ReceivedAt), ContentType: ev.ContentType, IdempotencyKey: ev.IdempotencyKey,
 		Headers: ev.Headers,
@@ -64,7 +64,7 @@ func newEventView(ev *storage.Event) eventView {
 // newest first; event_id is the provider's event ID, state the event's
 // over its deliveries (pending, delivered, failed, unmatched). type is a glob, as an endpoint's event_types are
 // ("invoice.*"), as Stripe's list filter is.
-func (a *adminAPI) listEvents(c *fiber.Ctx) error {
+func (a *API) listEvents(c *fiber.Ctx) error {
 	p, err := parsePage(c, "source", "type", "event_id", "state", "since", "until")
 	if err != nil {
 		return err
@@ -81,14 +81,14 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	evs, next, err := a.g.store.ListEvents(c.UserContext(), storage.EventFilter{State: state,
+	evs, next, err := a.d.Store.ListEvents(c.UserContext(), storage.EventFilter{State: state,
 		Tenant: who(c).scope(), Source: c.Query("source"), Type: typ, EventID: c.Query("event_id"),
 		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
 	})
 	if err != nil {
 		return a.storeError(err, "event")
 	}
-	out := list[eventView]{Data: make([]eventView, len(evs)), NextCursor: next}
+	out := List[Event]{Data: make([]Event, len(evs)), NextCursor: next}
 	for i := range evs {
 		out.Data[i] = newEventView(&evs[i])
 	}
@@ -96,12 +96,12 @@ func (a *adminAPI) listEvents(c *fiber.Ctx) error {
 }
 
 // getEvent is GET /events/{id}: the event with its deliveries.
-func (a *adminAPI) getEvent(c *fiber.Ctx) error {
+func (a *API) getEvent(c *fiber.Ctx) error {
 	ev, err := a.visibleEvent(c)
 	if err != nil {
 		return err
 	}
-	ds, next, err := a.g.store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Event: ev.ID, Limit: maxPageLimit})
+	ds, next, err := a.d.Store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Event: ev.ID, Limit: MaxPageLimit})
 	if err != nil {
 		return a.storeError(err, "event")
 	}
@@ -116,9 +116,9 @@ func (a *adminAPI) getEvent(c *fiber.Ctx) error {
 
 // visibleEvent loads the event of the path's id if the token may see it.
 // An id whose time is past retention is 410: its payload is gone.
-func (a *adminAPI) visibleEvent(c *fiber.Ctx) (storage.Event, error) {
+func (a *API) visibleEvent(c *fiber.Ctx) (storage.Event, error) {
 	id := c.Params("id")
-	ev, err := a.g.store.GetEvent(c.UserContext(), id)
+	ev, err := a.d.Store.GetEvent(c.UserContext(), id)
 	// Another tenant's event answers like one that does not exist, also
 	// past retention, before the sweep has deleted it (410, not 404).
 	hidden := errors.Is(err, storage.ErrNotFound) || err == nil && !who(c).sees(ev.Tenant)
@@ -137,7 +137,7 @@ func (a *adminAPI) visibleEvent(c *fiber.Ctx) (storage.Event, error) {
 
 // pastRetention reports whether an event id was made before the retention
 // cutoff. It says nothing about any tenant: any well-formed id qualifies.
-func (a *adminAPI) pastRetention(id string) bool {
+func (a *API) pastRetention(id string) bool {
 	t, ok := storage.IDTime("evt_", id)
 	return ok && t.Before(a.retentionCutoff())
 }
@@ -157,14 +157,14 @@ type publishRequest struct {
 // expression on the payload, else the request's Idempotency-Key, else the
 // SHA-256 of the payload. (Without the key, two publishes of one payload
 // under two keys were one event.)
-func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
+func (a *API) publishEvent(c *fiber.Ctx) error {
 	var in publishRequest
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
-	snap, done := a.g.reg.use() // until the deliveries are written
+	snap, done := a.d.Registry.Use() // until the deliveries are written
 	defer done()
-	src := snap.sources[in.Source]
+	src := snap.Sources[in.Source]
 	switch {
 	case in.Source == "":
 		return unprocessable("source", "required")
@@ -172,41 +172,41 @@ func (a *adminAPI) publishEvent(c *fiber.Ctx) error {
 		return unprocessable("source", "no source with this id")
 	case len(in.Payload) == 0 || string(in.Payload) == "null":
 		return unprocessable("payload", "required: the event's JSON body")
-	case len(in.Payload) > int(a.g.cfg.Server.MaxBody):
+	case len(in.Payload) > int(a.d.Config.Server.MaxBody):
 		return newAPIError(fiber.StatusRequestEntityTooLarge, "body-too-large", "payload",
-			fmt.Sprintf("the payload is larger than server.max_body (%d bytes)", a.g.cfg.Server.MaxBody))
+			fmt.Sprintf("the payload is larger than server.max_body (%d bytes)", a.d.Config.Server.MaxBody))
 	}
-	res, err := a.g.recv.Receive(c.UserContext(), src, snap.byTenant[src.Tenant], inbound.Inbound{
+	res, err := a.d.Publisher.Receive(c.UserContext(), src, snap.ByTenant[src.Tenant], inbound.Inbound{
 		Header:     publishHeader(c.Get(headerIdempotencyKey)),
 		SkipVerify: true, EventID: in.EventID, Type: in.Type, Body: in.Payload,
 		ContentType: fiber.MIMEApplicationJSON, Headers: map[string]string{},
 	})
 
 	if err != nil {
-		return a.g.ingestError(c, src.ID, err)
+		return a.d.Publisher.Answer(c, src.ID, inbound.Received{}, err)
 	}
 	if res.Replayed && in.Type != "" && a.storedTypeDiffers(c, res.Body, in.Type) {
 		// The dedupe record compares payloads; a publish names its type
 		// beside the payload, and is the same request only with that too.
-		a.g.metrics.ingest(src.ID, "mismatch")
+		a.d.Publisher.Count(src.ID, "mismatch")
 		return problem.Answer(c, fiber.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Entity",
 			"this event id was already received with a different type")
 	}
-	return a.g.answerAccepted(c, src.ID, res)
+	return a.d.Publisher.Answer(c, src.ID, res, nil)
 }
 
 // storedTypeDiffers reports whether the event a replayed publish answer
 // names is stored with a type other than typ. An event retention has
 // purged (or an answer that names none) cannot tell: the stored answer
 // stands.
-func (a *adminAPI) storedTypeDiffers(c *fiber.Ctx, answer []byte, typ string) bool {
+func (a *API) storedTypeDiffers(c *fiber.Ctx, answer []byte, typ string) bool {
 	var v struct {
 		ID string `json:"id"`
 	}
 	if json.Unmarshal(answer, &v) != nil || v.ID == "" {
 		return false
 	}
-	ev, err := a.g.store.GetEvent(c.UserContext(), v.ID)
+	ev, err := a.d.Store.GetEvent(c.UserContext(), v.ID)
 	return err == nil && ev.Type != typ
 }
 
@@ -229,7 +229,7 @@ type replayRequest struct {
 // replayEvent is POST /events/{id}/replay: new deliveries of a stored
 // event, to the named endpoints or to every endpoint that subscribes to it
 // now. They carry the event's Idempotency-Key, like every delivery of it.
-func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
+func (a *API) replayEvent(c *fiber.Ctx) error {
 	var in replayRequest
 	if err := decodeJSON(c, &in, true); err != nil {
 		return err
@@ -243,7 +243,7 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 	if in.Endpoints != nil && len(in.Endpoints) == 0 {
 		return unprocessable("endpoints", "names no endpoint: leave it out to replay to every endpoint that subscribes now")
 	}
-	_, done := a.g.reg.use() // until the deliveries are written
+	_, done := a.d.Registry.Use() // until the deliveries are written
 	defer done()
 	targets, err := a.replayTargets(&ev, in.Endpoints)
 	if err != nil {
@@ -256,14 +256,14 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return a.storeError(err, "event")
 	}
-	if err := a.g.store.Enqueue(ctx, fresh); err != nil {
+	if err := a.d.Store.Enqueue(ctx, fresh); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return newAPIError(fiber.StatusGone, "event-expired", "", "the event was deleted by retention")
 		}
 		return a.storeError(err, "event")
 	}
 	a.notify(fresh)
-	return c.Status(fiber.StatusAccepted).JSON(list[deliveryView]{Data: deliveryViews(ds)})
+	return c.Status(fiber.StatusAccepted).JSON(List[Delivery]{Data: deliveryViews(ds)})
 }
 
 // notReplayedYet returns those of a replay's new deliveries ds that are
@@ -271,7 +271,7 @@ func (a *adminAPI) replayEvent(c *fiber.Ctx) error {
 // use and its endpoint (storage.KeyedID): the request run again after its
 // first run's answer was lost finds what that run made, which takes its
 // place in ds as stored, instead of sending the event there once more.
-func (a *adminAPI) notReplayedYet(ctx context.Context, c *fiber.Ctx, ds []storage.Delivery) ([]storage.Delivery, error) {
+func (a *API) notReplayedYet(ctx context.Context, c *fiber.Ctx, ds []storage.Delivery) ([]storage.Delivery, error) {
 	u, ok := usedKey(c)
 	if !ok {
 		return ds, nil
@@ -286,8 +286,8 @@ func (a *adminAPI) notReplayedYet(ctx context.Context, c *fiber.Ctx, ds []storag
 	// The event's deliveries made since the use began, every page of them
 	// (other replays may have made many since): ours are keyed by it.
 	found := make([]bool, len(ds))
-	for f, left := (storage.DeliveryFilter{Event: ds[0].Event, Since: u.since, Limit: maxPageLimit}), len(ds); left > 0; {
-		made, next, err := a.g.store.ListDeliveries(ctx, f)
+	for f, left := (storage.DeliveryFilter{Event: ds[0].Event, Since: u.since, Limit: MaxPageLimit}), len(ds); left > 0; {
+		made, next, err := a.d.Store.ListDeliveries(ctx, f)
 		if err != nil {
 			return nil, err
 		}
@@ -316,8 +316,8 @@ func (a *adminAPI) notReplayedYet(ctx context.Context, c *fiber.Ctx, ds []storag
 
 // replayTargets resolves the endpoints of a replay: the named ones, each an
 // enabled endpoint of the event's tenant, or every current subscriber.
-func (a *adminAPI) replayTargets(ev *storage.Event, names []string) ([]storage.Endpoint, error) {
-	eps := a.g.reg.current().byTenant[ev.Tenant]
+func (a *API) replayTargets(ev *storage.Event, names []string) ([]storage.Endpoint, error) {
+	eps := a.d.Registry.Current().ByTenant[ev.Tenant]
 	if len(names) == 0 {
 		return inbound.Subscribers(eps, ev.Tenant, ev.Source, ev.Type), nil
 	}
@@ -339,7 +339,7 @@ func (a *adminAPI) replayTargets(ev *storage.Event, names []string) ([]storage.E
 }
 
 // notify wakes the dispatcher for the endpoints of new deliveries.
-func (a *adminAPI) notify(ds []storage.Delivery) {
+func (a *API) notify(ds []storage.Delivery) {
 	if len(ds) == 0 {
 		return
 	}
@@ -347,11 +347,11 @@ func (a *adminAPI) notify(ds []storage.Delivery) {
 	for i := range ds {
 		ids[i] = ds[i].Endpoint
 	}
-	a.g.disp.Notify(ids...)
+	a.d.Dispatcher.Notify(ids...)
 }
 
 // retentionCutoff is when events older than retention were received.
-func (a *adminAPI) retentionCutoff() time.Time { return a.now().Add(-a.g.cfg.Retention.D()) }
+func (a *API) retentionCutoff() time.Time { return a.now().Add(-a.d.Config.Retention.D()) }
 
 // parseEventState reads an event state filter ("" = any); bad makes the
 // problem for a value that is none.

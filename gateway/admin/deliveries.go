@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 	"hookgate/storage"
 )
 
-// deliveryView is a delivery as the admin API shows it (SPEC section 5).
-type deliveryView struct {
+// Delivery is a delivery as the admin API shows it (SPEC section 5).
+type Delivery struct {
 	ID             string `json:"id"`
 	Event          string `json:"event"`
 	Tenant         string `json:"tenant"`
@@ -21,16 +21,16 @@ type deliveryView struct {
 	AttemptCount   int    `json:"attempt_count"`
 	// NextAttemptAt is when the next attempt is due; absent once the
 	// delivery is final.
-	NextAttemptAt string         `json:"next_attempt_at,omitempty"`
-	LastStatus    int            `json:"last_status,omitempty"`
-	LastError     string         `json:"last_error,omitempty"`
-	CreatedAt     string         `json:"created_at"`
-	UpdatedAt     string         `json:"updated_at"`
-	Attempts      *[]attemptView `json:"attempts,omitempty"`
+	NextAttemptAt string     `json:"next_attempt_at,omitempty"`
+	LastStatus    int        `json:"last_status,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+	CreatedAt     string     `json:"created_at"`
+	UpdatedAt     string     `json:"updated_at"`
+	Attempts      *[]Attempt `json:"attempts,omitempty"`
 }
 
-// attemptView is one attempt of a delivery.
-type attemptView struct {
+// Attempt is one attempt of a delivery.
+type Attempt struct {
 	N          int     `json:"n"`
 	At         string  `json:"at"`
 	StatusCode int     `json:"status_code"`
@@ -39,8 +39,8 @@ type attemptView struct {
 	Response   string  `json:"response"`
 }
 
-func newDeliveryView(d *storage.Delivery) deliveryView {
-	v := deliveryView{
+func newDeliveryView(d *storage.Delivery) Delivery {
+	v := Delivery{
 		ID: d.ID, Event: d.Event, Tenant: d.Tenant, Endpoint: d.Endpoint, IdempotencyKey: d.IdempotencyKey,
 		State: string(d.State), AttemptCount: d.AttemptCount, LastStatus: d.LastStatus, LastError: d.LastError,
 		CreatedAt: apiTime(d.CreatedAt), UpdatedAt: apiTime(d.UpdatedAt),
@@ -51,8 +51,8 @@ func newDeliveryView(d *storage.Delivery) deliveryView {
 	return v
 }
 
-func deliveryViews(ds []storage.Delivery) []deliveryView {
-	out := make([]deliveryView, len(ds))
+func deliveryViews(ds []storage.Delivery) []Delivery {
+	out := make([]Delivery, len(ds))
 	for i := range ds {
 		out[i] = newDeliveryView(&ds[i])
 	}
@@ -63,8 +63,8 @@ func deliveryViews(ds []storage.Delivery) []deliveryView {
 // 1 KiB of the response, its invalid UTF-8 bytes replaced by U+FFFD (3
 // bytes each), so the excerpt may be longer than 1 KiB. A second cut here
 // at 1 KiB dropped the end of such an excerpt, and split a character.
-func newAttemptView(at *storage.Attempt) attemptView {
-	return attemptView{
+func newAttemptView(at *storage.Attempt) Attempt {
+	return Attempt{
 		N: at.N, At: apiTime(at.At), StatusCode: at.StatusCode, Error: at.Error, Response: at.Response,
 		LatencyMS: float64(at.Latency.Round(time.Microsecond)) / float64(time.Millisecond),
 	}
@@ -86,7 +86,7 @@ func parseState(field, s string, bad func(field, detail string) error) (storage.
 
 // listDeliveries is GET /deliveries?endpoint=&status=&event=&since=&until=,
 // newest first.
-func (a *adminAPI) listDeliveries(c *fiber.Ctx) error {
+func (a *API) listDeliveries(c *fiber.Ctx) error {
 	p, err := parsePage(c, "endpoint", "status", "event", "since", "until")
 	if err != nil {
 		return err
@@ -95,28 +95,28 @@ func (a *adminAPI) listDeliveries(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ds, next, err := a.g.store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{
+	ds, next, err := a.d.Store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{
 		Tenant: who(c).scope(), Endpoint: c.Query("endpoint"), State: st, Event: c.Query("event"),
 		Since: p.since, Until: p.until, Limit: p.limit, Cursor: p.cursor,
 	})
 	if err != nil {
 		return a.storeError(err, "delivery")
 	}
-	return c.JSON(list[deliveryView]{Data: deliveryViews(ds), NextCursor: next})
+	return c.JSON(List[Delivery]{Data: deliveryViews(ds), NextCursor: next})
 }
 
 // getDelivery is GET /deliveries/{id}: the delivery with every attempt.
-func (a *adminAPI) getDelivery(c *fiber.Ctx) error {
+func (a *API) getDelivery(c *fiber.Ctx) error {
 	d, err := a.visibleDelivery(c)
 	if err != nil {
 		return err
 	}
-	ats, err := a.g.store.ListAttempts(c.UserContext(), d.ID)
+	ats, err := a.d.Store.ListAttempts(c.UserContext(), d.ID)
 	if err != nil {
 		return a.storeError(err, "delivery")
 	}
 	v := newDeliveryView(&d)
-	views := make([]attemptView, len(ats))
+	views := make([]Attempt, len(ats))
 	for i := range ats {
 		views[i] = newAttemptView(&ats[i])
 	}
@@ -124,8 +124,8 @@ func (a *adminAPI) getDelivery(c *fiber.Ctx) error {
 	return c.JSON(v)
 }
 
-func (a *adminAPI) visibleDelivery(c *fiber.Ctx) (storage.Delivery, error) {
-	d, err := a.g.store.GetDelivery(c.UserContext(), c.Params("id"))
+func (a *API) visibleDelivery(c *fiber.Ctx) (storage.Delivery, error) {
+	d, err := a.d.Store.GetDelivery(c.UserContext(), c.Params("id"))
 	if err != nil {
 		return d, a.storeError(err, "delivery")
 	}
@@ -138,7 +138,7 @@ func (a *adminAPI) visibleDelivery(c *fiber.Ctx) (storage.Delivery, error) {
 // retryDelivery is POST /deliveries/{id}/retry: due now, with a fresh
 // retry budget, whatever its state but cancelled or in flight (409). Its
 // endpoint must exist and be enabled, or the delivery would wait for nobody.
-func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
+func (a *API) retryDelivery(c *fiber.Ctx) error {
 	// It takes no body: one with fields (an "endpoint" to send to) was
 	// ignored, and the delivery went to its own endpoint.
 	if err := decodeJSON(c, &struct{}{}, true); err != nil {
@@ -155,9 +155,9 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 		// more, for nothing.
 		return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
 	}
-	snap, done := a.g.reg.use() // until the retry is written
+	snap, done := a.d.Registry.Use() // until the retry is written
 	defer done()
-	eps := snap.endpoints
+	eps := snap.Endpoints
 	// The id alone is not enough: ids are global, and after a delete
 	// another tenant may have taken it, or the same tenant made a new
 	// endpoint with it, which did not subscribe to this event (a delivery
@@ -174,10 +174,10 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	now := a.now()
-	retried, err := a.g.store.Retry(ctx, d.ID, now)
+	retried, err := a.d.Store.Retry(ctx, d.ID, now)
 	if errors.Is(err, storage.ErrConflict) {
 		// Claimed or cancelled since it was read: look again.
-		if cur, gerr := a.g.store.GetDelivery(ctx, d.ID); gerr == nil {
+		if cur, gerr := a.d.Store.GetDelivery(ctx, d.ID); gerr == nil {
 			d = cur
 		}
 		if d.State == storage.StateCancelled {
@@ -195,6 +195,6 @@ func (a *adminAPI) retryDelivery(c *fiber.Ctx) error {
 		return a.storeError(err, "delivery")
 	}
 	d = retried
-	a.g.disp.RetryNow(d.Endpoint)
+	a.d.Dispatcher.RetryNow(d.Endpoint)
 	return c.Status(fiber.StatusAccepted).JSON(newDeliveryView(&d))
 }

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"hookgate/inbound"
 	"hookgate/storage"
 )
 
@@ -33,7 +34,7 @@ const (
 // Retry-After. A 5xx answer, or any with Retry-After, is not stored, so a
 // retry executes again; a process that dies mid-request leaves a claim
 // that expires after idemLease.
-func (a *adminAPI) idempotent(c *fiber.Ctx) error {
+func (a *API) idempotent(c *fiber.Ctx) error {
 	keys := c.Request().Header.PeekAll(headerIdempotencyKey)
 	if len(keys) == 0 {
 		return c.Next()
@@ -49,17 +50,17 @@ func (a *adminAPI) idempotent(c *fiber.Ctx) error {
 	}
 	tenant := who(c).tenant
 	now := a.now()
-	rh := requestHash(c.Method(), c.Path(), c.Request().Body())
-	res, err := a.g.store.ClaimKey(c.UserContext(), storage.IdemClaim{
+	rh := RequestHash(c.Method(), c.Path(), c.Request().Body())
+	res, err := a.d.Store.ClaimKey(c.UserContext(), storage.IdemClaim{
 		Tenant: tenant, Key: key, RequestHash: rh, Now: now, LeaseUntil: now.Add(idemLease),
-		Remember: now.Add(a.g.cfg.Dedupe.TTL.D()),
+		Remember: now.Add(a.d.Config.Dedupe.TTL.D()),
 	})
 	if err != nil {
 		return a.storeError(err, "idempotency key")
 	}
 	switch res.State {
 	case storage.IdemReplay:
-		c.Set(headerReplayed, "true")
+		c.Set(inbound.HeaderReplayed, "true")
 		return sendStored(c, res.Response)
 	case storage.IdemMismatch:
 		return newAPIError(fiber.StatusUnprocessableEntity, "idempotency-key-reused", headerIdempotencyKey,
@@ -124,7 +125,7 @@ func newID(c *fiber.Ctx, prefix string, now time.Time) (id string, derived bool)
 // runClaimed executes a request whose key this process holds, then stores
 // its answer (or drops the claim after a 5xx or a Retry-After, so that a
 // retry runs again).
-func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time) error {
+func (a *API) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time) error {
 	// The key's own writes get their time once the handler is done: a
 	// handler may run longer than that (its writes queue behind others),
 	// and its answer must still be stored.
@@ -144,7 +145,7 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 	}()
 	err := c.Next()
 	if err != nil {
-		if werr := adminErrorHandler(c, err); werr != nil {
+		if werr := ErrorHandler(c, err); werr != nil {
 			return werr
 		}
 	}
@@ -159,15 +160,15 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 		return nil
 	}
 	resp := storage.Response{Status: status, Body: slices.Clone(c.Response().Body())}
-	err = a.g.store.FinishKey(ctx, tenant, key, lease, resp, a.now().Add(a.g.cfg.Dedupe.TTL.D()))
+	err = a.d.Store.FinishKey(ctx, tenant, key, lease, resp, a.now().Add(a.d.Config.Dedupe.TTL.D()))
 	switch {
 	case errors.Is(err, storage.ErrLeaseLost):
 		// It ran past its lease and another request holds the key now:
 		// that one's answer is the one to keep.
-		a.g.log.Warn("admin api: request outlived its idempotency lease; its answer is not stored", "key_tenant", tenant)
+		a.d.Log.Warn("admin api: request outlived its idempotency lease; its answer is not stored", "key_tenant", tenant)
 	case err != nil:
 		// The request had its effect; its claim expires after the lease.
-		a.g.log.Error("admin api: store idempotent answer", "err", err)
+		a.d.Log.Error("admin api: store idempotent answer", "err", err)
 	}
 	return nil
 }
@@ -175,9 +176,9 @@ func (a *adminAPI) runClaimed(c *fiber.Ctx, tenant, key string, lease time.Time)
 // abandonKey ends this process's claim of a key, so that a retry runs the
 // request again. A claim already lost to another request is that
 // request's to end.
-func (a *adminAPI) abandonKey(ctx context.Context, tenant, key string, lease time.Time) {
-	if err := a.g.store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
-		a.g.log.Warn("admin api: abandon idempotency claim", "err", err)
+func (a *API) abandonKey(ctx context.Context, tenant, key string, lease time.Time) {
+	if err := a.d.Store.AbandonKey(ctx, tenant, key, lease); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+		a.d.Log.Warn("admin api: abandon idempotency claim", "err", err)
 	}
 }
 
@@ -193,10 +194,10 @@ func sendStored(c *fiber.Ctx, r storage.Response) error {
 	return c.Status(r.Status).Send(r.Body)
 }
 
-// requestHash identifies a request for the same-key-different-request
+// RequestHash identifies a request for the same-key-different-request
 // check: SHA-256 over the method, path and body, each length-prefixed so
 // that no two requests share an encoding.
-func requestHash(method, path string, body []byte) [32]byte {
+func RequestHash(method, path string, body []byte) [32]byte {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(method), []byte(path), body} {
 		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(part))))

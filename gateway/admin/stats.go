@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"cmp"
@@ -9,37 +9,37 @@ import (
 	"hookgate/storage"
 )
 
-// statsView is GET /stats: this gateway's last hour by minute, over what
+// Stats is GET /stats: this gateway's last hour by minute, over what
 // the token sees.
-type statsView struct {
+type Stats struct {
 	BucketSeconds int           `json:"bucket_seconds"`
-	Buckets       []statsBucket `json:"buckets"`
+	Buckets       []StatsBucket `json:"buckets"`
 }
 
 // getStats is GET /stats: the last hour's received events, deliveries
 // (succeeded and failed), attempts and outbox depth, per minute, of this
 // gateway (as /metrics is), over the sources and endpoints the token
 // sees.
-func (a *adminAPI) getStats(c *fiber.Ctx) error {
+func (a *API) getStats(c *fiber.Ctx) error {
 	if err := checkQuery(c, nil); err != nil {
 		return err
 	}
-	p, snap := who(c), a.g.reg.current()
-	endpoints := make(map[string]bool, len(snap.endpoints))
-	for _, ep := range snap.endpoints {
+	p, snap := who(c), a.d.Registry.Current()
+	endpoints := make(map[string]bool, len(snap.Endpoints))
+	for _, ep := range snap.Endpoints {
 		endpoints[ep.ID] = p.sees(ep.Tenant)
 	}
-	buckets := a.g.metrics.recent.overview(a.now(),
+	buckets := a.d.Recent.overview(a.now(),
 		func(id string) bool {
-			src, ok := snap.sources[id]
+			src, ok := snap.Sources[id]
 			return ok && p.sees(src.Tenant)
 		},
 		func(id string) bool { return endpoints[id] })
-	return c.JSON(statsView{BucketSeconds: int(recentBucket.Seconds()), Buckets: buckets})
+	return c.JSON(Stats{BucketSeconds: int(recentBucket.Seconds()), Buckets: buckets})
 }
 
-// endpointStatsView is GET /endpoints/{id}/stats.
-type endpointStatsView struct {
+// EndpointStats is GET /endpoints/{id}/stats.
+type EndpointStats struct {
 	WindowSeconds  int      `json:"window_seconds"`
 	Attempts       int64    `json:"attempts"`
 	Succeeded      int64    `json:"succeeded"`
@@ -59,7 +59,7 @@ type endpointStatsView struct {
 // of attempts on this gateway (success rate, latency quantiles as the
 // bounds of a histogram's buckets), its backlog from the store, and its
 // circuit as this gateway sees it.
-func (a *adminAPI) getEndpointStats(c *fiber.Ctx) error {
+func (a *API) getEndpointStats(c *fiber.Ctx) error {
 	if err := checkQuery(c, nil); err != nil {
 		return err
 	}
@@ -68,12 +68,12 @@ func (a *adminAPI) getEndpointStats(c *fiber.Ctx) error {
 		return err
 	}
 	now := a.now()
-	live, due, err := a.g.store.Depth(c.UserContext(), ep.ID, now, outboxCountLimit)
+	live, due, err := a.d.Store.Depth(c.UserContext(), ep.ID, now, DepthLimit)
 	if err != nil {
 		return a.storeError(err, "endpoint")
 	}
-	h := a.g.metrics.recent.endpointHour(ep.ID, now)
-	v := endpointStatsView{
+	h := a.d.Recent.hour(ep.ID, now)
+	v := EndpointStats{
 		WindowSeconds: int((recentBuckets * recentBucket).Seconds()),
 		Attempts:      h.attempts, Succeeded: h.attempts - h.attemptsFailed, AttemptsFailed: h.attemptsFailed,
 		Delivered: h.delivered, Failed: h.failed, LatencyP50MS: h.p50, LatencyP95MS: h.p95,
@@ -83,7 +83,7 @@ func (a *adminAPI) getEndpointStats(c *fiber.Ctx) error {
 		r := float64(v.Succeeded) / float64(h.attempts)
 		v.SuccessRate = &r
 	}
-	if pause, ok := a.g.disp.EndpointPause(ep.ID, now); ok {
+	if pause, ok := a.d.Dispatcher.EndpointPause(ep.ID, now); ok {
 		v.Circuit, v.PausedUntil = pause.State, apiTime(pause.Until)
 	}
 	if ep.Disabled {
@@ -98,14 +98,14 @@ const maxReplayList = 100
 
 // listReplays is GET /replays: the token's bulk replays, newest first, at
 // most maxReplayList.
-func (a *adminAPI) listReplays(c *fiber.Ctx) error {
+func (a *API) listReplays(c *fiber.Ctx) error {
 	if err := checkQuery(c, nil); err != nil {
 		return err
 	}
 	p := who(c)
 	var jobs []storage.ReplayJob
 	for _, st := range []storage.ReplayState{storage.ReplayRunning, storage.ReplayCompleted, storage.ReplayFailed} {
-		js, err := a.g.store.ListReplays(c.UserContext(), st)
+		js, err := a.d.Store.ListReplays(c.UserContext(), st)
 		if err != nil {
 			return a.storeError(err, "replay")
 		}
@@ -119,7 +119,7 @@ func (a *adminAPI) listReplays(c *fiber.Ctx) error {
 		return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), cmp.Compare(y.ID, x.ID))
 	})
 	jobs = jobs[:min(len(jobs), maxReplayList)]
-	out := list[replayView]{Data: make([]replayView, len(jobs))}
+	out := List[Replay]{Data: make([]Replay, len(jobs))}
 	for i := range jobs {
 		out.Data[i] = newReplayView(&jobs[i])
 	}

@@ -1,10 +1,8 @@
-package gateway
+package admin
 
 import (
 	"errors"
 	"maps"
-	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,35 +84,13 @@ func checkURL(raw string) error {
 	return nil
 }
 
-// blockedTarget reports why every delivery to raw would be refused at dial
-// time when private targets are not allowed: its host is a literal
-// loopback, private, link-local or otherwise blocked address, or localhost
-// (RFC 6761). A hostname is resolved, and checked, only when dialled.
-func blockedTarget(raw string) (reason string, blocked bool) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", false
-	}
-	// The host net/http dials: "１２７．０．０．１" and "ⓛocalhost" map to
-	// 127.0.0.1 and localhost.
-	host := strings.ToLower(strings.TrimSuffix(outbound.ASCIIHost(u.Hostname()), "."))
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return "loopback", true
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return "", false
-	}
-	return outbound.Blocked(addr)
-}
-
 // checkTarget refuses, at creation, an endpoint every delivery to which
 // would be refused: better a 422 now than a delivery failing for a day.
-func (a *adminAPI) checkTarget(raw string) error {
-	if a.g.cfg.Delivery.AllowPrivateTargets {
+func (a *API) checkTarget(raw string) error {
+	if a.d.Config.Delivery.AllowPrivateTargets {
 		return nil
 	}
-	if reason, blocked := blockedTarget(raw); blocked {
+	if reason, blocked := outbound.BlockedURL(raw); blocked {
 		return unprocessable("url", "points at a "+reason+" address, and delivery.allow_private_targets is false: every delivery would be refused")
 	}
 	return nil

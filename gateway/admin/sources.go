@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"cmp"
@@ -14,9 +14,9 @@ import (
 	"hookgate/storage"
 )
 
-// sourceView is a source as the admin API shows it: the config keys of
+// Source is a source as the admin API shows it: the config keys of
 // SPEC section 2 without the verify secrets, which are write-only.
-type sourceView struct {
+type Source struct {
 	ID         string     `json:"id"`
 	Tenant     string     `json:"tenant"`
 	Verify     verifyView `json:"verify"`
@@ -37,8 +37,8 @@ type verifyView struct {
 	Prefix    string `json:"prefix,omitempty"`
 }
 
-func newSourceView(s *storage.Source) sourceView {
-	v := sourceView{
+func newSourceView(s *storage.Source) Source {
+	v := Source{
 		ID: s.ID, Tenant: s.Tenant, EventID: s.EventID, EventType: s.EventType, FromConfig: s.FromConfig,
 		CreatedAt: apiTime(s.CreatedAt), UpdatedAt: apiTime(s.UpdatedAt),
 		Verify: verifyView{
@@ -74,12 +74,12 @@ type verifyBody struct {
 }
 
 // listSources is GET /sources, ordered by id.
-func (a *adminAPI) listSources(c *fiber.Ctx) error {
+func (a *API) listSources(c *fiber.Ctx) error {
 	p, err := parsePage(c)
 	if err != nil {
 		return err
 	}
-	srcs, err := a.g.store.ListSources(c.UserContext())
+	srcs, err := a.d.Store.ListSources(c.UserContext())
 	if err != nil {
 		return a.storeError(err, "source")
 	}
@@ -88,7 +88,7 @@ func (a *adminAPI) listSources(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	views := list[sourceView]{Data: make([]sourceView, len(out.Data)), NextCursor: out.NextCursor}
+	views := List[Source]{Data: make([]Source, len(out.Data)), NextCursor: out.NextCursor}
 	for i := range out.Data {
 		views.Data[i] = newSourceView(&out.Data[i])
 	}
@@ -96,7 +96,7 @@ func (a *adminAPI) listSources(c *fiber.Ctx) error {
 }
 
 // getSource is GET /sources/{id}.
-func (a *adminAPI) getSource(c *fiber.Ctx) error {
+func (a *API) getSource(c *fiber.Ctx) error {
 	src, err := a.visibleSource(c)
 	if err != nil {
 		return err
@@ -104,8 +104,8 @@ func (a *adminAPI) getSource(c *fiber.Ctx) error {
 	return c.JSON(newSourceView(&src))
 }
 
-func (a *adminAPI) visibleSource(c *fiber.Ctx) (storage.Source, error) {
-	src, err := a.g.store.GetSource(c.UserContext(), c.Params("id"))
+func (a *API) visibleSource(c *fiber.Ctx) (storage.Source, error) {
+	src, err := a.d.Store.GetSource(c.UserContext(), c.Params("id"))
 	if err != nil {
 		return src, a.storeError(err, "source")
 	}
@@ -118,7 +118,7 @@ func (a *adminAPI) visibleSource(c *fiber.Ctx) (storage.Source, error) {
 // createSource is POST /sources: 201 with the source. Its id is its ingest
 // path (/ingest/{id}), so it is required; verify is required too (a source
 // fails closed: scheme none must be written).
-func (a *adminAPI) createSource(c *fiber.Ctx) (err error) {
+func (a *API) createSource(c *fiber.Ctx) (err error) {
 	var in sourceBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -147,11 +147,11 @@ func (a *adminAPI) createSource(c *fiber.Ctx) (err error) {
 	defer a.catalogMu.Unlock()
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if old, err := a.g.store.GetSource(ctx, src.ID); err == nil {
+	if old, err := a.d.Store.GetSource(ctx, src.ID); err == nil {
 		if src.CreatedBy != "" && old.CreatedBy == src.CreatedBy && old.Tenant == src.Tenant {
 			// An earlier run of this request under its Idempotency-Key
 			// made it: that is the answer.
-			a.g.reloadRegistry() // unless it is in memory (a write whose outcome was unknown)
+			a.d.Registry.Reload() // unless it is in memory (a write whose outcome was unknown)
 			return c.Status(fiber.StatusCreated).JSON(newSourceView(&old))
 		}
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "a source with this id already exists")
@@ -163,7 +163,7 @@ func (a *adminAPI) createSource(c *fiber.Ctx) (err error) {
 
 // patchSource is PATCH /sources/{id}: the fields present replace the
 // stored ones; inside verify too (secrets absent = kept).
-func (a *adminAPI) patchSource(c *fiber.Ctx) (err error) {
+func (a *API) patchSource(c *fiber.Ctx) (err error) {
 	var in sourceBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -190,7 +190,7 @@ func (a *adminAPI) patchSource(c *fiber.Ctx) (err error) {
 
 // deleteSource is DELETE /sources/{id}: ingest answers 404 for it from now
 // on; its events and their deliveries stay.
-func (a *adminAPI) deleteSource(c *fiber.Ctx) error {
+func (a *API) deleteSource(c *fiber.Ctx) error {
 	a.catalogMu.Lock()
 	defer a.catalogMu.Unlock()
 	src, err := a.visibleSource(c)
@@ -201,27 +201,27 @@ func (a *adminAPI) deleteSource(c *fiber.Ctx) error {
 	defer cancel()
 	// Exclusive until the registry no longer has it: ingests of it that
 	// were in flight have counted, so forgetting its series is final.
-	err = a.g.reg.exclusive(func() error {
-		if err := a.g.store.DeleteSource(ctx, src.ID); err != nil {
+	err = a.d.Registry.Exclusive(func() error {
+		if err := a.d.Store.DeleteSource(ctx, src.ID); err != nil {
 			return a.catalogError(err, "source")
 		}
-		a.g.reloadRegistry()
+		a.d.Registry.Reload()
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	a.g.metrics.forgetSource(src.ID)
+	a.d.Metrics.ForgetSource(src.ID)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
-func (a *adminAPI) saveSource(c *fiber.Ctx, src *storage.Source, status int) error {
+func (a *API) saveSource(c *fiber.Ctx, src *storage.Source, status int) error {
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.PutSource(ctx, src); err != nil {
+	if err := a.d.Store.PutSource(ctx, src); err != nil {
 		return a.catalogError(err, "source")
 	}
-	a.g.reloadRegistry()
+	a.d.Registry.Reload()
 	return c.Status(status).JSON(newSourceView(src))
 }
 

@@ -1,10 +1,11 @@
-package gateway
+package admin
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"hookgate/gateway/config"
 	"strings"
+
+	"hookgate/gateway/config"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -45,7 +46,7 @@ func (p principal) scope() string { return p.tenant }
 // authenticate checks the bearer token against every configured token in
 // constant time (no early exit, no length leak) and records the principal.
 // A missing or unknown token is 401 with WWW-Authenticate.
-func (a *adminAPI) authenticate(c *fiber.Ctx) error {
+func (a *API) authenticate(c *fiber.Ctx) error {
 	tok, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
 	presented := sha256.Sum256([]byte(tok))
 	match := -1

@@ -1,6 +1,7 @@
-package gateway
+package admin
 
 import (
+	"bytes"
 	_ "embed"
 
 	"github.com/gofiber/fiber/v2"
@@ -15,7 +16,10 @@ var openapiDoc []byte
 
 // openapi is GET /api/v1/openapi.json; it needs no token (it describes the
 // API, it holds no data).
-func (a *adminAPI) openapi(c *fiber.Ctx) error {
+func (a *API) openapi(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(openapiDoc)
 }
+
+// OpenAPI returns the OpenAPI document the API serves.
+func OpenAPI() []byte { return bytes.Clone(openapiDoc) }

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"bytes"
@@ -16,11 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hookgate/gateway/config"
-	"hookgate/gateway/console"
 	"hookgate/gateway/problem"
 	"hookgate/storage"
 )
@@ -33,16 +30,20 @@ const (
 	adminEnvelope     = 64 << 10
 )
 
-// List pages (SPEC section 5: ?limit= is 1..maxPageLimit).
+// BodyLimit is the largest request body the admin listener reads, for a
+// gateway whose server.max_body is maxBody.
+func BodyLimit(maxBody int64) int { return max(adminMinBodyLimit, int(maxBody)+adminEnvelope) }
+
+// List pages (SPEC section 5: ?limit= is 1..MaxPageLimit).
 const (
 	defaultPageLimit = 50
-	maxPageLimit     = 1000
+	MaxPageLimit     = 1000
 )
 
-// adminAPI is the admin API under /api/v1 (SPEC section 5): what its
-// handlers share. Handlers live in one file per resource (admin_*.go).
-type adminAPI struct {
-	g      *Gateway
+// API is the admin API under /api/v1 (SPEC section 5): what its handlers
+// share. Handlers live in one file per resource.
+type API struct {
+	d      Deps
 	tokens []adminToken
 	// catalogMu serialises the read-modify-write of endpoints and sources,
 	// so two concurrent changes of one resource never lose each other's
@@ -50,38 +51,19 @@ type adminAPI struct {
 	catalogMu sync.Mutex
 }
 
-// newAdminApp builds the admin listener: health, readiness and metrics
-// without a token, the API under /api/v1 with one.
-func (g *Gateway) newAdminApp() *fiber.App {
-	app := fiber.New(fiber.Config{
-		AppName:                      "hookgate-admin",
-		BodyLimit:                    max(adminMinBodyLimit, int(g.cfg.Server.MaxBody)+adminEnvelope),
-		DisableStartupMessage:        true,
-		DisablePreParseMultipartForm: true,
-		ErrorHandler:                 adminErrorHandler,
-		JSONEncoder:                  marshalPlainJSON,
-		ReadTimeout:                  30 * time.Second,
-		WriteTimeout:                 30 * time.Second,
-		ReadBufferSize:               16 << 10, // the header block's limit, as on the ingest listener
-	})
-	app.Use(recoverPanics(g.log, g.metrics.refused("admin", "panic")), checkFraming(g.metrics.refused("admin", "framing")), refuseEncodedBodies)
-	console.Mount(app) // the web console's static files, /ui/ (docs/console.md)
-	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
-	app.Get("/readyz", g.readyz)
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
-	a := &adminAPI{g: g, tokens: hashTokens(g.cfg.Admin.Tokens)}
-	a.routes(app.Group("/api/v1"))
-	refuseUnknownMethods(app, g.metrics.refused("admin", "method"))
-	countParserRefusals(app, g.metrics.refused("admin", "headers"), g.metrics.refused("admin", "timeout"), g.metrics.refused("admin", "framing"))
-	return app
+// New returns the admin API of the gateway d describes, authenticating
+// with the tokens of d.Config.Admin.
+func New(d Deps) *API {
+	return &API{d: d, tokens: hashTokens(d.Config.Admin.Tokens)}
 }
 
-// routes registers the API. The OpenAPI document is public; everything
-// after the middlewares needs a token, and every POST route honours
-// Idempotency-Key (a path or method the API does not have claims no
-// key). gateway/openapi.json lists exactly these routes (a test holds them
-// together).
-func (a *adminAPI) routes(r fiber.Router) {
+// Routes registers the API on r (the admin listener's /api/v1). The
+// OpenAPI document is public; everything after the middlewares needs a
+// token, and every POST route honours Idempotency-Key (a path or method
+// the API does not have claims no key). openapi.json lists exactly these
+// routes (a test holds them together). r's app must answer errors with
+// ErrorHandler and encode JSON with JSONEncoder.
+func (a *API) Routes(r fiber.Router) {
 	r.Get("/openapi.json", a.openapi)
 	r.Use(a.authenticate, refuseQueryOfChanges)
 	post := func(path string, h fiber.Handler) { r.Post(path, a.idempotent, h) }
@@ -116,17 +98,6 @@ func (a *adminAPI) routes(r fiber.Router) {
 	r.Get("/replays/:id", a.getReplay)
 }
 
-// readyz answers 200 when the store is open and takes a durable write.
-func (g *Gateway) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
-	defer cancel()
-	if err := g.store.Ping(ctx); err != nil {
-		g.storeFailed(err)
-		return problem.Answer(c, fiber.StatusServiceUnavailable, "not-ready", "Service Unavailable", "the store is not writable")
-	}
-	return c.JSON(fiber.Map{"status": "ready"})
-}
-
 // apiError is a problem a handler returns instead of writing it; the admin
 // error handler writes it. Its detail never contains a secret or a value
 // from the request that could be one: only field names and fixed text.
@@ -159,9 +130,9 @@ func notFound(what string) error {
 	return newAPIError(fiber.StatusNotFound, "not-found", "", "no "+what+" with this id")
 }
 
-// adminErrorHandler writes apiErrors, and everything else like the public
+// ErrorHandler writes apiErrors, and everything else like the public
 // listener does.
-func adminErrorHandler(c *fiber.Ctx, err error) error {
+func ErrorHandler(c *fiber.Ctx, err error) error {
 	if ae, ok := errors.AsType[*apiError](err); ok {
 		if ae.retryAfter > 0 {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ae.retryAfter))
@@ -174,14 +145,14 @@ func adminErrorHandler(c *fiber.Ctx, err error) error {
 // catalogError is storeError for a failed write of a source or endpoint:
 // it may have been stored all the same (a timeout after the write), so
 // the store check reloads the registry (Gateway.registryStale).
-func (a *adminAPI) catalogError(err error, what string) error {
-	a.g.registryStale.Store(true)
+func (a *API) catalogError(err error, what string) error {
+	a.d.Registry.MarkStale()
 	return a.storeError(err, what)
 }
 
 // storeError maps a store error to an answer; what is not the caller's
 // fault is logged and answered 503, without its text.
-func (a *adminAPI) storeError(err error, what string) error {
+func (a *API) storeError(err error, what string) error {
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return notFound(what)
@@ -192,7 +163,7 @@ func (a *adminAPI) storeError(err error, what string) error {
 	case errors.Is(err, context.Canceled):
 		return newAPIError(fiber.StatusServiceUnavailable, "cancelled", "", "the request was cancelled")
 	}
-	a.g.log.Error("admin api: store error", "resource", what, "err", err)
+	a.d.Log.Error("admin api: store error", "resource", what, "err", err)
 	e := newAPIError(fiber.StatusServiceUnavailable, "store-unavailable", "", "the store failed; nothing was changed unless stated otherwise, retry later")
 	e.retryAfter = 1
 	return e
@@ -429,8 +400,8 @@ func parsePage(c *fiber.Ctx, filters ...string) (page, error) {
 	}
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxPageLimit {
-			return p, badRequest("limit", fmt.Sprintf("must be an integer from 1 to %d", maxPageLimit))
+		if err != nil || n < 1 || n > MaxPageLimit {
+			return p, badRequest("limit", fmt.Sprintf("must be an integer from 1 to %d", MaxPageLimit))
 		}
 		p.limit = n
 	}
@@ -510,17 +481,17 @@ func parseRFC3339(s string) (time.Time, error) {
 // until replayed every event. (As since, "no bound" is what it means.)
 const zeroTimeDetail = "is the zero time (0001-01-01T00:00:00Z), which would mean no bound: leave it out for none"
 
-// list is the answer of every list route.
-type list[T any] struct {
+// List is the answer of every list route.
+type List[T any] struct {
 	Data       []T    `json:"data"`
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// marshalPlainJSON encodes an answer without encoding/json's HTML
+// JSONEncoder encodes an answer without encoding/json's HTML
 // escaping: no answer is HTML, and the escapes made an XML or HTML event
 // body (SendGrid's inbound parse, SOAP-style providers) about five times
 // its size in GET /events.
-func marshalPlainJSON(v any) ([]byte, error) {
+func JSONEncoder(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -534,17 +505,17 @@ func marshalPlainJSON(v any) ([]byte, error) {
 // which the store lists whole): the cursor is the list's kind and the
 // last ID of a page, so one list's cursor is refused by another rather
 // than read as an ID to start after.
-func pageByID[T any](items []T, kind string, id func(*T) string, p page) (list[T], error) {
+func pageByID[T any](items []T, kind string, id func(*T) string, p page) (List[T], error) {
 	after := ""
 	if p.cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(p.cursor)
 		rest, ok := bytes.CutPrefix(b, []byte(kind+":"))
 		if err != nil || !ok || !config.IDPattern.Match(rest) {
-			return list[T]{}, badRequest("cursor", "the cursor is not one this API returned for this list")
+			return List[T]{}, badRequest("cursor", "the cursor is not one this API returned for this list")
 		}
 		after = string(rest)
 	}
-	out := list[T]{Data: make([]T, 0, min(len(items), p.limit))}
+	out := List[T]{Data: make([]T, 0, min(len(items), p.limit))}
 	for i := range items {
 		if id(&items[i]) <= after {
 			continue
@@ -567,7 +538,7 @@ func apiTime(t time.Time) string {
 }
 
 // now is the API's clock.
-func (a *adminAPI) now() time.Time { return time.Now().UTC() }
+func (a *API) now() time.Time { return time.Now().UTC() }
 
 // writeContext bounds a store write that must not be cut short by the
 // client going away halfway through a change.

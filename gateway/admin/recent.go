@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"sync"
@@ -32,15 +32,16 @@ type recentSlot struct {
 	endpoints map[string]*endpointMinute
 }
 
-// recent is the minute ring. Recording costs a lock and a map lookup.
-type recent struct {
+// Recent is the minute ring, filled by the gateway's metrics; its zero
+// value is ready to use. Recording costs a lock and a map lookup.
+type Recent struct {
 	mu    sync.Mutex
 	slots [recentBuckets]recentSlot
 }
 
 // slot returns the slot of t's minute, emptied if it held an older one.
 // The caller holds r.mu.
-func (r *recent) slot(t time.Time) *recentSlot {
+func (r *Recent) slot(t time.Time) *recentSlot {
 	m := t.Unix() / int64(recentBucket/time.Second)
 	s := &r.slots[m%recentBuckets]
 	if s.minute != m || s.received == nil {
@@ -58,16 +59,16 @@ func (s *recentSlot) endpoint(id string) *endpointMinute {
 	return e
 }
 
-// received counts an event the source accepted.
-func (r *recent) received(source string, now time.Time) {
+// Received counts an event the source accepted.
+func (r *Recent) Received(source string, now time.Time) {
 	r.mu.Lock()
 	r.slot(now).received[source]++
 	r.mu.Unlock()
 }
 
-// attempt counts an attempt's outcome and latency; final says it failed
+// Attempt counts an attempt's outcome and latency; final says it failed
 // the delivery.
-func (r *recent) attempt(endpoint string, ok, final bool, latency time.Duration, now time.Time) {
+func (r *Recent) Attempt(endpoint string, ok, final bool, latency time.Duration, now time.Time) {
 	ms := latency.Milliseconds()
 	b := 0
 	for b < len(latencyBoundsMS)-1 && ms > latencyBoundsMS[b] {
@@ -86,30 +87,30 @@ func (r *recent) attempt(endpoint string, ok, final bool, latency time.Duration,
 	r.mu.Unlock()
 }
 
-// failed counts a delivery failed without an attempt (max_elapsed passed
+// Failed counts a delivery failed without an attempt (max_elapsed passed
 // while its endpoint was paused).
-func (r *recent) failed(endpoint string, now time.Time) {
+func (r *Recent) Failed(endpoint string, now time.Time) {
 	r.mu.Lock()
 	r.slot(now).endpoint(endpoint).failed++
 	r.mu.Unlock()
 }
 
-// delivered counts a delivery that succeeded.
-func (r *recent) delivered(endpoint string, now time.Time) {
+// Delivered counts a delivery that succeeded.
+func (r *Recent) Delivered(endpoint string, now time.Time) {
 	r.mu.Lock()
 	r.slot(now).endpoint(endpoint).delivered++
 	r.mu.Unlock()
 }
 
-// pending records an endpoint's outbox depth, sampled at now.
-func (r *recent) pending(endpoint string, n int, now time.Time) {
+// Pending records an endpoint's outbox depth, sampled at now.
+func (r *Recent) Pending(endpoint string, n int, now time.Time) {
 	r.mu.Lock()
 	r.slot(now).endpoint(endpoint).pending = int64(n)
 	r.mu.Unlock()
 }
 
-// statsBucket is one minute of GET /stats.
-type statsBucket struct {
+// StatsBucket is one minute of GET /stats.
+type StatsBucket struct {
 	At             string `json:"at"`
 	Received       int64  `json:"received"`
 	Delivered      int64  `json:"delivered"`
@@ -122,14 +123,14 @@ type statsBucket struct {
 // overview sums the last hour's minutes over the sources and endpoints a
 // token sees, oldest first. A minute with no depth sample carries the
 // last sampled depth of each endpoint forward.
-func (r *recent) overview(now time.Time, sources, endpoints func(id string) bool) []statsBucket {
+func (r *Recent) overview(now time.Time, sources, endpoints func(id string) bool) []StatsBucket {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := now.Unix() / int64(recentBucket/time.Second)
-	out := make([]statsBucket, 0, recentBuckets)
+	out := make([]StatsBucket, 0, recentBuckets)
 	last := map[string]int64{}
 	for m := cur - recentBuckets + 1; m <= cur; m++ {
-		b := statsBucket{At: time.Unix(m*int64(recentBucket/time.Second), 0).UTC().Format(time.RFC3339)}
+		b := StatsBucket{At: time.Unix(m*int64(recentBucket/time.Second), 0).UTC().Format(time.RFC3339)}
 		if s := &r.slots[m%recentBuckets]; s.minute == m && s.received != nil {
 			for id, n := range s.received {
 				if sources(id) {
@@ -163,7 +164,7 @@ type endpointTotals struct {
 	p50, p95                                    int64 // ms, the histogram's bounds; 0 with no attempts
 }
 
-func (r *recent) endpointHour(id string, now time.Time) endpointTotals {
+func (r *Recent) hour(id string, now time.Time) endpointTotals {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := now.Unix() / int64(recentBucket/time.Second)

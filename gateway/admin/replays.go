@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"hookgate/storage"
 )
 
-// replayView is a bulk replay job: its filters and its progress. Matched
+// Replay is a bulk replay job: its filters and its progress. Matched
 // counts the events that had at least one endpoint to replay to; enqueued
 // counts the new deliveries.
-type replayView struct {
+type Replay struct {
 	ID         string `json:"id"`
 	Tenant     string `json:"tenant,omitempty"`
 	State      string `json:"state"`
@@ -29,8 +29,8 @@ type replayView struct {
 	UpdatedAt  string `json:"updated_at"`
 }
 
-func newReplayView(j *storage.ReplayJob) replayView {
-	return replayView{
+func newReplayView(j *storage.ReplayJob) Replay {
+	return Replay{
 		ID: j.ID, Tenant: j.Tenant, State: string(j.State), Matched: j.Matched, Enqueued: j.Enqueued,
 		Source: j.Source, Endpoint: j.Endpoint, Status: j.Status, EventState: string(j.EventState), Since: apiTime(j.Since), Until: apiTime(j.Until),
 		Error: j.Error, CreatedAt: apiTime(j.CreatedAt), UpdatedAt: apiTime(j.UpdatedAt),
@@ -54,7 +54,7 @@ type replayJobRequest struct {
 // subscribe to them now, or with status to those whose latest delivery of
 // the event is in that state (e.g. failed); endpoint narrows it to one. The
 // job is stored, then runs in the background: 202 with the job.
-func (a *adminAPI) createReplay(c *fiber.Ctx) error {
+func (a *API) createReplay(c *fiber.Ctx) error {
 	var in replayJobRequest
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -69,11 +69,11 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 		// Run again: the first run's job is the answer, and must not be
 		// started twice, whatever has changed since (the filters are
 		// checked for a new job).
-		old, err := a.g.store.GetReplay(c.UserContext(), job.ID)
+		old, err := a.d.Store.GetReplay(c.UserContext(), job.ID)
 		switch {
 		case err == nil && who(c).sees(old.Tenant):
 			if old.State == storage.ReplayRunning {
-				a.g.bg.replays.Submit(old.ID) // unless it runs (a write whose outcome was unknown)
+				a.d.Replays.Submit(old.ID) // unless it runs (a write whose outcome was unknown)
 			}
 			return c.Status(fiber.StatusAccepted).JSON(newReplayView(&old))
 		case err == nil:
@@ -87,11 +87,11 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if err := a.g.store.CreateReplay(ctx, &job); errors.Is(err, storage.ErrConflict) && derived {
+	if err := a.d.Store.CreateReplay(ctx, &job); errors.Is(err, storage.ErrConflict) && derived {
 		// The first run of this key use, still running when this one took
 		// the key over after its lease, wrote the job meanwhile: that job
 		// is the answer, started once.
-		old, err := a.g.store.GetReplay(ctx, job.ID)
+		old, err := a.d.Store.GetReplay(ctx, job.ID)
 		if err != nil {
 			return a.storeError(err, "replay")
 		}
@@ -101,14 +101,14 @@ func (a *adminAPI) createReplay(c *fiber.Ctx) error {
 	} else if err != nil {
 		return a.storeError(err, "replay")
 	}
-	a.g.bg.replays.Submit(job.ID)
+	a.d.Replays.Submit(job.ID)
 	return c.Status(fiber.StatusAccepted).JSON(newReplayView(&job))
 }
 
 // replayFilters validates the filters and sets the job's tenant: the
 // token's, or for the operator the tenant of the source or endpoint named
 // ("" = every tenant).
-func (a *adminAPI) replayFilters(c *fiber.Ctx, in *replayJobRequest, job *storage.ReplayJob) error {
+func (a *API) replayFilters(c *fiber.Ctx, in *replayJobRequest, job *storage.ReplayJob) error {
 	if *in == (replayJobRequest{}) {
 		return unprocessable("", "name at least one filter: source, endpoint, status, event_state, since or until")
 	}
@@ -129,14 +129,14 @@ func (a *adminAPI) replayFilters(c *fiber.Ctx, in *replayJobRequest, job *storag
 		return err
 	}
 	if in.Source != "" {
-		src, err := a.g.store.GetSource(c.UserContext(), in.Source)
+		src, err := a.d.Store.GetSource(c.UserContext(), in.Source)
 		if err := a.reference(c, err, src.Tenant, "source"); err != nil {
 			return err
 		}
 		job.Tenant = src.Tenant
 	}
 	if in.Endpoint != "" {
-		ep, err := a.g.store.GetEndpoint(c.UserContext(), in.Endpoint)
+		ep, err := a.d.Store.GetEndpoint(c.UserContext(), in.Endpoint)
 		if err := a.reference(c, err, ep.Tenant, "endpoint"); err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (a *adminAPI) replayFilters(c *fiber.Ctx, in *replayJobRequest, job *storag
 
 // reference checks a resource named in a body: it must exist and be
 // visible to the token (both failures read the same).
-func (a *adminAPI) reference(c *fiber.Ctx, err error, tenant, field string) error {
+func (a *API) reference(c *fiber.Ctx, err error, tenant, field string) error {
 	switch {
 	case errors.Is(err, storage.ErrNotFound) || (err == nil && !who(c).sees(tenant)):
 		return unprocessable(field, "no "+field+" with this id")
@@ -178,8 +178,8 @@ func bodyTime(field, s string) (time.Time, error) {
 }
 
 // getReplay is GET /replays/{id}: the job's progress.
-func (a *adminAPI) getReplay(c *fiber.Ctx) error {
-	job, err := a.g.store.GetReplay(c.UserContext(), c.Params("id"))
+func (a *API) getReplay(c *fiber.Ctx) error {
+	job, err := a.d.Store.GetReplay(c.UserContext(), c.Params("id"))
 	if err != nil {
 		return a.storeError(err, "replay")
 	}

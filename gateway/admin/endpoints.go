@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"errors"
@@ -17,10 +17,10 @@ import (
 // after a rotation when the request names no grace.
 const defaultRotationGrace = 24 * time.Hour
 
-// endpointView is an endpoint as the admin API shows it: the config keys
+// Endpoint is an endpoint as the admin API shows it: the config keys
 // of SPEC section 2, durations as Go duration strings, plus its state.
 // Secret is the current signing secret (the receiver needs it to verify).
-type endpointView struct {
+type Endpoint struct {
 	ID             string            `json:"id"`
 	Tenant         string            `json:"tenant"`
 	URL            string            `json:"url"`
@@ -49,8 +49,8 @@ type retryView struct {
 	MaxElapsed      string  `json:"max_elapsed"`
 }
 
-func newEndpointView(ep *storage.Endpoint) endpointView {
-	v := endpointView{
+func newEndpointView(ep *storage.Endpoint) Endpoint {
+	v := Endpoint{
 		ID: ep.ID, Tenant: ep.Tenant, URL: ep.URL, Sources: orEmpty(ep.Sources), EventTypes: orEmpty(ep.EventTypes),
 		Headers: ep.Headers, Timeout: ep.Timeout.String(), MaxInFlight: ep.MaxInFlight, RateLimit: ep.RateLimit,
 		Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, FromConfig: ep.FromConfig,
@@ -106,12 +106,12 @@ type retryBody struct {
 }
 
 // listEndpoints is GET /endpoints, ordered by id.
-func (a *adminAPI) listEndpoints(c *fiber.Ctx) error {
+func (a *API) listEndpoints(c *fiber.Ctx) error {
 	p, err := parsePage(c)
 	if err != nil {
 		return err
 	}
-	eps, err := a.g.store.ListEndpoints(c.UserContext())
+	eps, err := a.d.Store.ListEndpoints(c.UserContext())
 	if err != nil {
 		return a.storeError(err, "endpoint")
 	}
@@ -120,7 +120,7 @@ func (a *adminAPI) listEndpoints(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	views := list[endpointView]{Data: make([]endpointView, len(out.Data)), NextCursor: out.NextCursor}
+	views := List[Endpoint]{Data: make([]Endpoint, len(out.Data)), NextCursor: out.NextCursor}
 	for i := range out.Data {
 		views.Data[i] = newEndpointView(&out.Data[i])
 	}
@@ -128,7 +128,7 @@ func (a *adminAPI) listEndpoints(c *fiber.Ctx) error {
 }
 
 // getEndpoint is GET /endpoints/{id}.
-func (a *adminAPI) getEndpoint(c *fiber.Ctx) error {
+func (a *API) getEndpoint(c *fiber.Ctx) error {
 	ep, err := a.visibleEndpoint(c)
 	if err != nil {
 		return err
@@ -136,8 +136,8 @@ func (a *adminAPI) getEndpoint(c *fiber.Ctx) error {
 	return c.JSON(newEndpointView(&ep))
 }
 
-func (a *adminAPI) visibleEndpoint(c *fiber.Ctx) (storage.Endpoint, error) {
-	ep, err := a.g.store.GetEndpoint(c.UserContext(), c.Params("id"))
+func (a *API) visibleEndpoint(c *fiber.Ctx) (storage.Endpoint, error) {
+	ep, err := a.d.Store.GetEndpoint(c.UserContext(), c.Params("id"))
 	if err != nil {
 		return ep, a.storeError(err, "endpoint")
 	}
@@ -150,7 +150,7 @@ func (a *adminAPI) visibleEndpoint(c *fiber.Ctx) (storage.Endpoint, error) {
 // createEndpoint is POST /endpoints: 201 with the endpoint. The id is
 // generated (ep_…) when absent, and so is the secret; timeout and retry
 // default to the config's delivery settings.
-func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
+func (a *API) createEndpoint(c *fiber.Ctx) (err error) {
 	var in endpointBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -158,8 +158,8 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 	now := a.now()
 	id, derived := newID(c, "ep_", now)
 	ep := storage.Endpoint{
-		ID: id, Tenant: cmpOrTenant(who(c)), Timeout: a.g.cfg.Delivery.Timeout.D(),
-		MaxInFlight: config.DefaultMaxInFlight, RateLimit: config.DefaultRateLimit, Retry: retryPolicy(a.g.cfg.Delivery.Retry),
+		ID: id, Tenant: cmpOrTenant(who(c)), Timeout: a.d.Config.Delivery.Timeout.D(),
+		MaxInFlight: config.DefaultMaxInFlight, RateLimit: config.DefaultRateLimit, Retry: a.d.Config.Delivery.Retry.Policy(),
 		CreatedBy: createdBy(c), CreatedAt: now, UpdatedAt: now,
 	}
 	if in.ID != nil {
@@ -180,10 +180,10 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 	if ep.CreatedBy != "" {
 		// Maybe run again: what the first run made is the answer, whatever
 		// has changed since (the checks below are for a new endpoint).
-		old, err := a.g.store.GetEndpoint(c.UserContext(), ep.ID)
+		old, err := a.d.Store.GetEndpoint(c.UserContext(), ep.ID)
 		switch {
 		case err == nil && ours(&old):
-			a.g.reloadRegistry() // unless it is in memory (a write whose outcome was unknown)
+			a.d.Registry.Reload() // unless it is in memory (a write whose outcome was unknown)
 			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
 		case err != nil && !errors.Is(err, storage.ErrNotFound):
 			return a.storeError(err, "endpoint")
@@ -209,32 +209,32 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 	if err := a.checkRetention(&ep); err != nil {
 		return err
 	}
-	if n := len(a.g.reg.current().byTenant[ep.Tenant]); n >= config.MaxEndpointsPerTenant {
+	if n := len(a.d.Registry.Current().ByTenant[ep.Tenant]); n >= config.MaxEndpointsPerTenant {
 		return newAPIError(fiber.StatusConflict, "too-many-endpoints", "tenant",
 			fmt.Sprintf("the tenant has %d endpoints, the most it may have; delete one first", n))
 	}
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	if a.g.backlogs.pending(ep.ID) {
+	if a.d.Backlogs.Pending(ep.ID) {
 		e := newAPIError(fiber.StatusConflict, "endpoint-being-deleted", "id", "an endpoint with this id was deleted and its deliveries are still being cancelled; retry later")
 		e.retryAfter = 5
 		return e
 	}
-	if old, err := a.g.store.GetEndpoint(ctx, ep.ID); err == nil {
+	if old, err := a.d.Store.GetEndpoint(ctx, ep.ID); err == nil {
 		if ours(&old) {
 			// The first run of this key use, still running when this one
 			// took the key over after its lease, made it meanwhile.
-			a.g.reloadRegistry()
+			a.d.Registry.Reload()
 			return c.Status(fiber.StatusCreated).JSON(newEndpointView(&old))
 		}
 		return newAPIError(fiber.StatusConflict, "already-exists", "id", "an endpoint with this id already exists")
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return a.storeError(err, "endpoint")
 	}
-	if err := a.g.store.PutEndpoint(ctx, &ep); err != nil {
+	if err := a.d.Store.PutEndpoint(ctx, &ep); err != nil {
 		return a.catalogError(err, "endpoint")
 	}
-	a.g.reloadRegistry()
+	a.d.Registry.Reload()
 	return c.Status(fiber.StatusCreated).JSON(newEndpointView(&ep))
 }
 
@@ -242,7 +242,7 @@ func (a *adminAPI) createEndpoint(c *fiber.Ctx) (err error) {
 // stored ones. "disabled": false enables an endpoint again (clearing its
 // reason); "secret" replaces the current secret at once (rotate-secret is
 // the graceful way).
-func (a *adminAPI) patchEndpoint(c *fiber.Ctx) (err error) {
+func (a *API) patchEndpoint(c *fiber.Ctx) (err error) {
 	var in endpointBody
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -288,16 +288,21 @@ func (a *adminAPI) patchEndpoint(c *fiber.Ctx) (err error) {
 	return a.updateEndpoint(c, ep.ID, change)
 }
 
+// How long a DELETE /endpoints/{id} waits for its backlog to be cancelled
+// before it answers and leaves the rest to the background: ~10k
+// deliveries a second are cancelled here, so a million take minutes.
+const deleteWait = 10 * time.Second
+
 // deleteEndpoint is DELETE /endpoints/{id}: the endpoint goes, and so do
 // its pending deliveries (cancelled). Delivered history stays. The answer
-// waits for the cancel up to backlogWait; a larger backlog, or one whose
+// waits for the cancel up to deleteWait; a larger backlog, or one whose
 // cancel failed, goes on being cancelled in the background.
-func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
+func (a *API) deleteEndpoint(c *fiber.Ctx) error {
 	done, err := a.removeEndpoint(c)
 	if err != nil {
 		return err
 	}
-	t := time.NewTimer(backlogWait)
+	t := time.NewTimer(deleteWait)
 	defer t.Stop()
 	select {
 	case <-done:
@@ -311,7 +316,7 @@ func (a *adminAPI) deleteEndpoint(c *fiber.Ctx) error {
 // cancelled; done is closed once it is. Creating an endpoint with the same
 // id waits for that (backlogs), not the catalog lock: other catalog changes
 // go on meanwhile.
-func (a *adminAPI) removeEndpoint(c *fiber.Ctx) (done <-chan struct{}, err error) {
+func (a *API) removeEndpoint(c *fiber.Ctx) (done <-chan struct{}, err error) {
 	a.catalogMu.Lock()
 	defer a.catalogMu.Unlock()
 	ep, err := a.visibleEndpoint(c)
@@ -323,25 +328,25 @@ func (a *adminAPI) removeEndpoint(c *fiber.Ctx) (done <-chan struct{}, err error
 	// Exclusive until the registry no longer has it: every write of
 	// deliveries from a snapshot that still had it is then done, and no
 	// later one can target it, so the cancel misses none.
-	err = a.g.reg.exclusive(func() error {
-		if err := a.g.store.DeleteEndpoint(ctx, ep.ID); err != nil {
+	err = a.d.Registry.Exclusive(func() error {
+		if err := a.d.Store.DeleteEndpoint(ctx, ep.ID); err != nil {
 			return a.catalogError(err, "endpoint")
 		}
-		a.g.reloadRegistry() // the dispatcher stops claiming for it
+		a.d.Registry.Reload() // the dispatcher stops claiming for it
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.g.metrics.forgetEndpoint(ep.ID)
-	return a.g.backlogs.add(ep.ID), nil
+	a.d.Metrics.ForgetEndpoint(ep.ID)
+	return a.d.Backlogs.Add(ep.ID), nil
 }
 
 // checkRetention refuses a retry window longer than the retention: the
 // retention sweep deletes events with their deliveries, still retrying
 // or not.
-func (a *adminAPI) checkRetention(ep *storage.Endpoint) error {
-	if r := a.g.cfg.Retention.D(); ep.Retry.MaxElapsed > r {
+func (a *API) checkRetention(ep *storage.Endpoint) error {
+	if r := a.d.Config.Retention.D(); ep.Retry.MaxElapsed > r {
 		return unprocessable("retry.max_elapsed", fmt.Sprintf(
 			"must not exceed the gateway's retention (%s): the retention sweep deletes events with their deliveries", r))
 	}
@@ -359,7 +364,7 @@ type rotateRequest struct {
 // rotateEndpointSecret is POST /endpoints/{id}/rotate-secret: a new
 // current secret; the old one keeps signing (every delivery carries a
 // signature per live secret) until the grace period ends.
-func (a *adminAPI) rotateEndpointSecret(c *fiber.Ctx) error {
+func (a *API) rotateEndpointSecret(c *fiber.Ctx) error {
 	var in rotateRequest
 	if err := decodeJSON(c, &in, true); err != nil {
 		return err
@@ -415,10 +420,10 @@ func rotateSecrets(old []storage.Secret, secret string, now time.Time, grace tim
 // (410 Gone), and that must not be undone by an unrelated change. change
 // was already applied to the read copy and validated; on the stored one it
 // differs at most in the fields the dispatcher sets.
-func (a *adminAPI) updateEndpoint(c *fiber.Ctx, id string, change func(*storage.Endpoint) error) error {
+func (a *API) updateEndpoint(c *fiber.Ctx, id string, change func(*storage.Endpoint) error) error {
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	ep, err := a.g.store.UpdateEndpoint(ctx, id, change)
+	ep, err := a.d.Store.UpdateEndpoint(ctx, id, change)
 	var apiErr *apiError
 	if errors.As(err, &apiErr) {
 		return err
@@ -426,7 +431,7 @@ func (a *adminAPI) updateEndpoint(c *fiber.Ctx, id string, change func(*storage.
 	if err != nil {
 		return a.catalogError(err, "endpoint")
 	}
-	a.g.reloadRegistry()
+	a.d.Registry.Reload()
 	return c.Status(fiber.StatusOK).JSON(newEndpointView(&ep))
 }
 
@@ -535,7 +540,7 @@ func positiveDuration(field, s string) (time.Duration, error) {
 // section 2); the first problem is the answer. Its sources must exist in
 // its tenant, but for those in kept: a PATCH must not be refused because a
 // source the stored filter names was deleted since.
-func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []string) error {
+func (a *API) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []string) error {
 	if err := checkID(ep.ID); err != nil {
 		return err
 	}
@@ -546,7 +551,7 @@ func (a *adminAPI) validateEndpoint(c *fiber.Ctx, ep *storage.Endpoint, kept []s
 		if slices.Contains(kept, id) {
 			continue
 		}
-		src, err := a.g.store.GetSource(c.UserContext(), id)
+		src, err := a.d.Store.GetSource(c.UserContext(), id)
 		if errors.Is(err, storage.ErrNotFound) || (err == nil && src.Tenant != ep.Tenant) {
 			return unprocessable(fmt.Sprintf("sources[%d]", i), "no source "+quoteID(id)+"in the endpoint's tenant")
 		} else if err != nil {
