@@ -386,3 +386,84 @@ func runCircuitNotices(t *testing.T, db circuitStore, cfg Config) {
 		t.Fatalf("%d operational events stored, want 2", n)
 	}
 }
+
+// A delivery failed unsent while its endpoint was paused (max_elapsed
+// passed) raises hookgate.delivery.failed with reason expired.
+func TestPausedExpiryRaisesDeliveryFailed(t *testing.T) {
+	db, _ := openDB(t)
+	ops := newReceiver(t, nil)
+	opsEp := testEndpoint(t, db, "ops", ops.URL, subscribed("hookgate.delivery.failed"))
+	d, _, ids, clock, start := pausedDeadEndpoint(t, db, db, Config{})
+	d.UpsertEndpoint(opsEp)
+	clock.set(start.Add(2 * time.Hour))
+	passTwice(t, d, "dead")
+	for _, id := range ids {
+		testsupport.WaitFor(t, wait, id+" failed", inState(t, db, id, storage.StateFailed))
+	}
+	testsupport.WaitFor(t, wait, "the six notices", func() bool { d.Notify(opsEp.ID); return ops.count() >= 6 })
+	settle(t, d, opsEp)
+	ps := payloads(t, ops, opsEp)
+	var got []string
+	for _, p := range ps {
+		if p.Type != NoticeDeliveryFailed || p.Reason != ReasonExpired || p.Endpoint != "dead" || p.LastStatus != 0 || p.Attempts < 1 || p.LastError == "" {
+			t.Fatalf("notice %+v; want delivery.failed of dead, reason expired", p)
+		}
+		got = append(got, p.Delivery)
+	}
+	slices.Sort(got)
+	if want := slices.Sorted(slices.Values(ids)); !slices.Equal(got, want) {
+		t.Fatalf("notices of deliveries %v, want one for each of %v", got, want)
+	}
+	types := map[string]int{}
+	for _, ev := range notices(t, db, "acme") {
+		types[ev.Type]++
+	}
+	// The circuit's opening was stored too, with no subscriber for it.
+	if types[NoticeDeliveryFailed] != 6 || types[NoticeEndpointDisabled] != 1 || len(types) != 2 {
+		t.Fatalf("stored notices by type %v, want 6 delivery.failed and 1 endpoint.disabled", types)
+	}
+}
+
+// EndpointNotice builds an operator's notice for the admin API, which
+// stores it with its change (ChangeEndpoint) and wakes its recipients.
+func TestEndpointNoticeOfAnOperator(t *testing.T) {
+	db, _ := openDB(t)
+	ops, alert := newReceiver(t, nil), newReceiver(t, nil)
+	target := testEndpoint(t, db, "target", newReceiver(t, nil).URL)
+	opsEp := testEndpoint(t, db, "ops", ops.URL, subscribed("hookgate.endpoint.disabled"))
+	alertEp := testEndpoint(t, db, "alert", alert.URL, ofTenant(""))
+	d := startDispatcher(t, db, Config{AlertEndpoint: "alert"}, target, opsEp, alertEp)
+
+	if got := noticeTime(time.Date(2030, 1, 2, 3, 4, 5, 600_000_000, time.FixedZone("CET", 3600))); got != "2030-01-02T02:04:05.6Z" {
+		t.Fatalf("a notice's time reads %q, want RFC 3339 in UTC, trailing zeros trimmed", got)
+	}
+	now := time.Now()
+	if n := d.EndpointNotice(alertEp, NoticeEndpointDisabled, ReasonOperator, now); n != nil {
+		t.Fatalf("a notice about the alert endpoint: %+v", n)
+	}
+	n := d.EndpointNotice(target, NoticeEndpointDisabled, ReasonOperator, now)
+	if n == nil || n.Event.Tenant != "acme" || n.Event.Source != "hookgate" || n.Event.Type != NoticeEndpointDisabled ||
+		n.Event.EventID == "" || n.Event.IdempotencyKey != storage.IdempotencyKey("acme", "hookgate", n.Event.EventID) || len(n.Deliveries) != 2 {
+		t.Fatalf("operator's notice %+v", n)
+	}
+	if _, err := db.ChangeEndpoint(context.Background(), "target", func(ep *storage.Endpoint) (*storage.Notice, error) {
+		ep.Disabled = true
+		return n, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d.NotifyNotice(n)
+	testsupport.WaitFor(t, wait, "the notice at ops and alert", func() bool { return ops.count() == 1 && alert.count() == 1 })
+	p := payloads(t, ops, opsEp)[0]
+	want := NoticePayload{Type: NoticeEndpointDisabled, Tenant: "acme", Endpoint: "target", Reason: ReasonOperator, DisabledAt: now.UTC().Format(time.RFC3339Nano)}
+	if p != want {
+		t.Fatalf("payload %+v, want %+v", p, want)
+	}
+	if q := payloads(t, alert, alertEp)[0]; q != want {
+		t.Fatalf("alert payload %+v, want %+v", q, want)
+	}
+	on := d.EndpointNotice(target, NoticeEndpointRecovered, ReasonOperator, now)
+	if len(on.Deliveries) != 1 || on.Deliveries[0].Endpoint != "alert" || on.Deliveries[0].Tenant != "" {
+		t.Fatalf("recovered notice's deliveries %+v, want only the alert endpoint's (ops asks for disabled only)", on.Deliveries)
+	}
+}
