@@ -120,7 +120,9 @@ func (d *Dispatcher) recipients(about *storage.Endpoint, typ string) []storage.E
 		l.mu.Lock()
 		ep := l.ep
 		l.mu.Unlock()
-		alert := id == d.cfg.AlertEndpoint
+		// The alert endpoint is the operator's (tenant ""): one of a tenant
+		// gets that tenant's notices only.
+		alert := id == d.cfg.AlertEndpoint && (ep.Tenant == "" || ep.Tenant == about.Tenant)
 		if ep.Disabled || !alert && (ep.Tenant != about.Tenant || !subscribes(&ep, typ)) {
 			continue
 		}

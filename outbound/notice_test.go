@@ -467,3 +467,24 @@ func TestEndpointNoticeOfAnOperator(t *testing.T) {
 		t.Fatalf("recovered notice's deliveries %+v, want only the alert endpoint's (ops asks for disabled only)", on.Deliveries)
 	}
 }
+
+// An alert endpoint misconfigured as a tenant's gets that tenant's
+// notices only: never another tenant's event.
+func TestAlertEndpointOfATenantGetsItsTenantsOnly(t *testing.T) {
+	db, _ := openDB(t)
+	alert := testEndpoint(t, db, "alert", "https://alert.example/h")
+	beta := testEndpoint(t, db, "b", "https://b.example/h", ofTenant("beta"))
+	acme := testEndpoint(t, db, "a", "https://a.example/h")
+	d, err := New(Config{Store: db, AlertEndpoint: "alert", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetEndpoints([]storage.Endpoint{alert, beta, acme})
+	now := time.Now()
+	if n := d.EndpointNotice(beta, NoticeEndpointDisabled, ReasonOperator, now); len(n.Deliveries) != 0 {
+		t.Fatalf("beta's notice goes to %+v, want nowhere", n.Deliveries)
+	}
+	if n := d.EndpointNotice(acme, NoticeEndpointDisabled, ReasonOperator, now); len(n.Deliveries) != 1 || n.Deliveries[0].Tenant != "acme" {
+		t.Fatalf("acme's notice goes to %+v, want its alert endpoint, as acme's", n.Deliveries)
+	}
+}

@@ -388,6 +388,10 @@ func (s DeliveryState) Terminal() bool {
 
 // Delivery is one event on its way to one endpoint. Its retry state is data:
 // attempt count, due time, lease and backoff interval live in the record.
+// Its Tenant is its event's, but for a Notice's delivery to an operator's
+// alert endpoint, which carries that endpoint's (""): a tenant's listing
+// of deliveries does not show it. An event's state (StateOf) counts every
+// delivery of it.
 type Delivery struct {
 	ID             string        `json:"id"`
 	Event          string        `json:"event"`
