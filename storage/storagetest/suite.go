@@ -103,6 +103,7 @@ func Run(t *testing.T, o Opener) {
 		"NoticeLostWithLease":               testNoticeLostWithLease,
 		"ChangeEndpointNotice":              testChangeEndpointNotice,
 		"GatedCircuitNotices":               testGatedCircuitNotices,
+		"ConcurrentNotices":                 testConcurrentNotices,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -3,7 +3,9 @@ package storagetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,5 +222,41 @@ func testGatedCircuitNotices(t *testing.T, o Opener) {
 	count(rest[0], true, again, false, false) // closed already
 	if len(stored) != 2 {
 		t.Fatalf("stored notices %v, want one opened and one closed", stored)
+	}
+}
+
+// Outcomes written at once (an engine may commit them in one group) each
+// store their own notices.
+func testConcurrentNotices(t *testing.T, o Opener) {
+	s, ctx, now := open(t, o), context.Background(), time.Now().UTC()
+	const n = 24
+	for i := range n {
+		must(s.Ingest(ctx, Event("acme", "stripe", fmt.Sprint("e", i), "b", now, "down")))
+	}
+	jobs := claimOne(t, s, "down", now, 10)
+	jobs = append(jobs, claimOne(t, s, "down", now, 10)...)
+	jobs = append(jobs, claimOne(t, s, "down", now, n-20)...)
+	ns := make([]storage.Notice, n)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		ns[i] = notice("acme", "hookgate.delivery.failed", now, storage.Endpoint{ID: "ops", Tenant: "acme"})
+		wg.Go(func() {
+			if err := finishJob(s, j, storage.StateFailed, now, ns[i]); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, nc := range ns {
+		if _, err := s.GetEvent(ctx, nc.Event.ID); err != nil {
+			t.Fatalf("notice %s: %v", nc.Event.ID, err)
+		}
+	}
+	got := 0
+	for range 3 {
+		got += len(must(s.Claim(ctx, "ops", now, 10, time.Minute)))
+	}
+	if got != n {
+		t.Fatalf("the notices' subscriber claimed %d deliveries, want %d", got, n)
 	}
 }
