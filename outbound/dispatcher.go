@@ -52,9 +52,11 @@ type Queue interface {
 }
 
 // EndpointWriter changes a stored endpoint: the dispatcher disables one
-// that answers 410 Gone (storage.Catalog.UpdateEndpoint).
+// that answers 410 Gone, with the operational event that says so
+// (storage.Catalog.ChangeEndpoint).
 type EndpointWriter interface {
 	UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (storage.Endpoint, error)
+	ChangeEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) (*storage.Notice, error)) (storage.Endpoint, error)
 }
 
 // Store is everything the dispatcher needs from storage.
@@ -119,6 +121,11 @@ type Config struct {
 	// of them in memory: each claim passes through the store's, so that
 	// they hold across the gateways together.
 	Gates storage.Gates
+	// AlertEndpoint, when set, is the id of an endpoint (of tenant "",
+	// among the dispatcher's endpoints) that receives every tenant's
+	// operational events (NoticePayload), whatever its event_types; its
+	// deliveries carry its tenant. None is ever raised about it.
+	AlertEndpoint string
 	// Now is the clock; nil = time.Now. Tests only.
 	Now func() time.Time
 }
@@ -476,12 +483,15 @@ func (d *Dispatcher) disable(l *endpointLoop, sent *storage.Endpoint, reason str
 	}
 	ctx, cancel := d.writeContext()
 	defer cancel()
-	ep, err := d.cfg.Store.UpdateEndpoint(ctx, l.id, func(ep *storage.Endpoint) error {
+	// Built before the write: fn runs inside the store's.
+	n := d.noticeAbout(sent, NoticePayload{Type: NoticeEndpointDisabled, Reason: ReasonGone,
+		LastStatus: http.StatusGone, LastError: reason, DisabledAt: noticeTime(now)}, now)
+	ep, err := d.cfg.Store.ChangeEndpoint(ctx, l.id, func(ep *storage.Endpoint) (*storage.Notice, error) {
 		if ep.Disabled || !sameTarget(ep, sent) {
-			return errAlreadyDisabled
+			return nil, errAlreadyDisabled
 		}
 		ep.Disabled, ep.DisabledReason, ep.UpdatedAt = true, reason, now
-		return nil
+		return n, nil
 	})
 	switch {
 	case errors.Is(err, errAlreadyDisabled), errors.Is(err, storage.ErrNotFound):
@@ -491,6 +501,7 @@ func (d *Dispatcher) disable(l *endpointLoop, sent *storage.Endpoint, reason str
 		return
 	}
 	d.log.Warn("endpoint disabled", "endpoint", ep.ID, "reason", reason)
+	d.NotifyNotice(n)
 	if d.cfg.OnDisable != nil {
 		d.cfg.OnDisable(ep)
 	}

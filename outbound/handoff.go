@@ -108,6 +108,6 @@ func (d *Dispatcher) Hand(jobs []storage.Job) {
 			}()
 			continue
 		}
-		go l.attempt(ep, job, 0)
+		go l.attempt(ep, job, 0, false)
 	}
 }

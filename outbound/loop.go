@@ -61,6 +61,9 @@ type endpointLoop struct {
 	// gateUntil is when the store's gates last said a pause ends (under
 	// mu, for EndpointPause).
 	gateUntil time.Time
+	// gateClaimed is set once a claim through the store's gates took a
+	// delivery (the loop goroutine only).
+	gateClaimed bool
 }
 
 func newEndpointLoop(d *Dispatcher, ep storage.Endpoint) *endpointLoop {
@@ -157,6 +160,10 @@ type plan struct {
 	wait   time.Duration     // when n is 0: the longest wait before the next pass
 	tokens *rate.Reservation // the n rate tokens taken, if rate-limited
 	paused bool              // n is 0 because the circuit is open or a Retry-After holds
+	// resumed is set by a claim through the store's gates that took
+	// deliveries after they paused the endpoint (or the loop's first):
+	// one of them may be the probe that closes its circuit.
+	resumed bool
 }
 
 // pass claims what the endpoint may take now and starts sending it. It
@@ -210,7 +217,7 @@ func (l *endpointLoop) pass(ctx context.Context) time.Duration {
 	}
 	for i := range jobs {
 		l.d.jobs.Add(1)
-		go l.attempt(p.ep, &jobs[i], probe)
+		go l.attempt(p.ep, &jobs[i], probe, p.resumed)
 	}
 	if len(jobs) == p.n {
 		return 0 // there may be more due
@@ -243,7 +250,12 @@ func (l *endpointLoop) claim(ctx context.Context, p *plan, now time.Time) ([]sto
 			"endpoint", l.id, "until", wait.Until)
 	case len(jobs) > 0 && l.gatePaused:
 		l.gatePaused = false
+		p.resumed = true
 		l.d.log.Info("endpoint resumed", "endpoint", l.id)
+	}
+	if len(jobs) > 0 && !l.gateClaimed {
+		l.gateClaimed = true
+		p.resumed = true // the circuit may have opened before this loop started
 	}
 	return jobs, wait, err
 }
@@ -472,7 +484,7 @@ func (l *endpointLoop) idleWait(ctx context.Context, progressed bool) time.Durat
 // the claim when a shutdown abandoned the attempt. It alone moves the
 // in-flight gauge: the slots a claim reserves before it is written are
 // not attempts (an idle endpoint showed max_in_flight for every claim).
-func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint64) {
+func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint64, resumed bool) {
 	defer l.d.jobs.Done()
 	defer l.finished()
 	l.d.cfg.Metrics.InFlight(l.id, 1)
@@ -503,13 +515,17 @@ func (l *endpointLoop) attempt(ep storage.Endpoint, job *storage.Job, probe uint
 	// A store that keeps the circuit counts the outcome in its write, if
 	// the attempt went to the endpoint as it is now.
 	circuit := d.cfg.Gates != nil && l.sendsTo(&ep)
-	recorded := d.complete(&ep, job, &res, dec, hold, endHold, circuit)
+	// The circuit's change is decided before the write, so that its
+	// operational event goes into the outcome's write.
+	change := l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
+	out := d.outcome(&ep, job, &res, dec, hold, endHold, circuit)
+	d.addNotices(out, &ep, job, dec, change, resumed, end)
+	recorded := d.complete(&ep, job, out, dec)
 	if endHold && !recorded {
 		l.mu.Lock()
 		l.holdStored = true // not ended: the next success tries again
 		l.mu.Unlock()
 	}
-	l.record(&ep, dec.Verdict == VerdictSucceeded, probe, end)
 	// Only what the store kept is counted: an outcome dropped with its
 	// lease (the delivery was cancelled by an endpoint's delete, or
 	// retried) would count a delivery that did not end so, and bring back
@@ -587,9 +603,9 @@ func (l *endpointLoop) finished() {
 // attempt sent to an endpoint since moved to another URL (or replaced by a
 // new one with the same id) says nothing of the endpoint now: it only frees
 // the probe slot, if it still holds it.
-func (l *endpointLoop) record(sent *storage.Endpoint, ok bool, probe uint64, now time.Time) {
+func (l *endpointLoop) record(sent *storage.Endpoint, ok bool, probe uint64, now time.Time) (change circuitChange) {
 	if l.d.cfg.Gates != nil {
-		return // the store counted it (Outcome.Circuit)
+		return change // the store counts it (Outcome.Circuit)
 	}
 	l.mu.Lock()
 	current := probe != 0 && probe == l.probe
@@ -598,10 +614,10 @@ func (l *endpointLoop) record(sent *storage.Endpoint, ok bool, probe uint64, now
 			l.circuit.probing = false
 		}
 		l.mu.Unlock()
-		return
+		return change
 	}
 	from, to := l.circuit.record(ok, current, now)
-	cool := l.circuit.cool
+	cool, until := l.circuit.cool, l.circuit.until
 	l.mu.Unlock()
 	switch {
 	case from == to:
@@ -610,6 +626,21 @@ func (l *endpointLoop) record(sent *storage.Endpoint, ok bool, probe uint64, now
 	case to == circuitClosed:
 		l.d.log.Info("endpoint resumed", "endpoint", l.id, "circuit", to.String())
 	}
+	switch {
+	case from == circuitClosed && to == circuitOpen:
+		return circuitChange{opened: true, until: until}
+	case from != circuitClosed && to == circuitClosed:
+		return circuitChange{closed: true}
+	}
+	return change
+}
+
+// circuitChange is what an outcome did to the in-memory circuit: opened
+// it from closed (paused until until) or closed it after it was open. A
+// failed probe that opens it again is neither.
+type circuitChange struct {
+	opened, closed bool
+	until          time.Time
 }
 
 // unprobe frees the half-open circuit's probe slot after a probe that
@@ -641,9 +672,8 @@ func (l *endpointLoop) markDisabled(sent *storage.Endpoint, reason string, now t
 	return true
 }
 
-// complete writes an attempt and the state it leads to in one store write,
-// and reports whether the store kept them.
-func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time, endHold, circuit bool) bool {
+// outcome is the store write of an attempt and the state it leads to.
+func (d *Dispatcher) outcome(ep *storage.Endpoint, job *storage.Job, res *attemptResult, dec Decision, hold time.Time, endHold, circuit bool) *storage.Outcome {
 	att := res.attempt
 	if dec.Reason != "" {
 		att.Error = joinError(att.Error, dec.Reason)
@@ -661,6 +691,43 @@ func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attem
 		out.Hold, out.HoldURL = hold, ep.URL
 	}
 	out.EndHold, out.Circuit = endHold, circuit
+	return out
+}
+
+// addNotices adds to out the operational events it raises: the delivery
+// failed for good; the in-memory circuit opened or closed (change), or,
+// for a store that keeps the circuit, the notices it writes if this
+// outcome opens it (a failure) or closes it (a success of a claim after a
+// pause: the probe is one). A 410 Gone raises the endpoint's own notice
+// when it is disabled, not the circuit's.
+func (d *Dispatcher) addNotices(out *storage.Outcome, ep *storage.Endpoint, job *storage.Job, dec Decision, change circuitChange, resumed bool, now time.Time) {
+	add := func(n *storage.Notice) {
+		if n != nil {
+			out.Notices = append(out.Notices, *n)
+		}
+	}
+	if out.State == storage.StateFailed {
+		add(d.deliveryFailed(ep, job, out.Attempt, out.CountAttempt, failedReason(dec), now))
+	}
+	switch {
+	case dec.Verdict == VerdictDisable:
+	case change.opened:
+		add(d.circuitOpened(ep, out.Attempt, d.cfg.CircuitFailures, change.until, now))
+	case change.closed:
+		add(d.circuitClosed(ep, now))
+	case !out.Circuit:
+	case dec.Verdict != VerdictSucceeded:
+		end := out.Attempt.At.Add(out.Attempt.Latency)
+		out.CircuitOpened = d.circuitOpened(ep, out.Attempt, d.cfg.CircuitFailures, end.Add(d.cfg.CircuitCooldown), end)
+	case resumed:
+		out.CircuitClosed = d.circuitClosed(ep, out.Attempt.At.Add(out.Attempt.Latency))
+	}
+}
+
+// complete writes an outcome in one store write, wakes the recipients of
+// its notices, and reports whether the store kept it.
+func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, out *storage.Outcome, dec Decision) bool {
+	att := out.Attempt
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	err := d.cfg.Store.Complete(ctx, out)
@@ -673,6 +740,10 @@ func (d *Dispatcher) complete(ep *storage.Endpoint, job *storage.Job, res *attem
 		log.Error("record attempt", "err", err)
 	default:
 		logAttempt(log, dec, att)
+		for i := range out.Notices {
+			d.NotifyNotice(&out.Notices[i])
+		}
+		d.NotifyNotice(out.CircuitOpened, out.CircuitClosed) // whichever was stored
 	}
 	return err == nil
 }
@@ -726,6 +797,10 @@ func (d *Dispatcher) expire(ep *storage.Endpoint, job *storage.Job, now time.Tim
 		Attempt:  storage.Attempt{N: job.Delivery.AttemptCount + 1, At: now, Error: reason},
 		State:    storage.StateFailed, Interval: job.Delivery.Interval, CountAttempt: true,
 	}
+	n := d.deliveryFailed(ep, job, out.Attempt, true, ReasonExpired, now)
+	if n != nil {
+		out.Notices = []storage.Notice{*n}
+	}
 	ctx, cancel := d.writeContext()
 	defer cancel()
 	if err := d.cfg.Store.Complete(ctx, out); err != nil {
@@ -736,6 +811,7 @@ func (d *Dispatcher) expire(ep *storage.Endpoint, job *storage.Job, now time.Tim
 		return
 	}
 	d.cfg.Metrics.Expired(ep.ID)
+	d.NotifyNotice(n)
 	d.log.Warn("delivery failed", "endpoint", ep.ID, "delivery", job.Delivery.ID, "error", reason)
 }
 

@@ -93,6 +93,9 @@ type Decision struct {
 	Interval time.Duration
 	// Reason says why the delivery failed or the endpoint is disabled.
 	Reason string
+	// Failure names why, when the delivery fails: ReasonAttemptsExhausted,
+	// ReasonMaxElapsed or ReasonGone (the reason of its operational event).
+	Failure string
 }
 
 // Decide turns an attempt's answer into the delivery's next state. d is the
@@ -110,7 +113,7 @@ func Decide(p storage.RetryPolicy, d *storage.Delivery, a Answer, now time.Time)
 	case a.Err == nil && a.StatusCode >= 200 && a.StatusCode < 300:
 		return Decision{Verdict: VerdictSucceeded, Interval: d.Interval}
 	case a.Err == nil && a.StatusCode == http.StatusGone:
-		return Decision{Verdict: VerdictDisable, Interval: d.Interval, Reason: "endpoint answered 410 Gone"}
+		return Decision{Verdict: VerdictDisable, Interval: d.Interval, Reason: "endpoint answered 410 Gone", Failure: ReasonGone}
 	}
 	return retryOrFail(WithDefaults(p), d, a, now)
 }
@@ -121,6 +124,7 @@ func retryOrFail(p storage.RetryPolicy, d *storage.Delivery, a Answer, now time.
 	fail := Decision{Verdict: VerdictFailed, Interval: d.Interval}
 	if d.AttemptCount-d.RetryBase+1 >= p.MaxAttempts {
 		fail.Reason = fmt.Sprintf("gave up after %d attempts (max_attempts)", d.AttemptCount-d.RetryBase+1)
+		fail.Failure = ReasonAttemptsExhausted
 		return fail
 	}
 	from := retryFrom(d, now)
@@ -134,6 +138,7 @@ func retryOrFail(p storage.RetryPolicy, d *storage.Delivery, a Answer, now time.
 	}
 	if !ok {
 		fail.Reason = fmt.Sprintf("gave up: next attempt would be more than %s after the first (max_elapsed)", p.MaxElapsed)
+		fail.Failure = ReasonMaxElapsed
 		return fail
 	}
 	return Decision{Verdict: VerdictRetry, NextAttemptAt: now.Add(wait), Interval: interval}

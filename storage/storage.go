@@ -186,6 +186,12 @@ type Catalog interface {
 	// written); ErrNotFound when there is no such endpoint. fn may be
 	// called more than once, so it must only change the endpoint.
 	UpdateEndpoint(ctx context.Context, id string, fn func(*Endpoint) error) (Endpoint, error)
+	// ChangeEndpoint is UpdateEndpoint that also stores the Notice fn
+	// returns (nil: none) in the same write as the endpoint: an endpoint
+	// disabled and the operational event that says so are both stored or
+	// neither. fn may be called more than once; the notice of its last call
+	// is the one stored.
+	ChangeEndpoint(ctx context.Context, id string, fn func(*Endpoint) (*Notice, error)) (Endpoint, error)
 	GetEndpoint(ctx context.Context, id string) (Endpoint, error)
 	ListEndpoints(ctx context.Context) ([]Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) error
@@ -382,6 +388,10 @@ func (s DeliveryState) Terminal() bool {
 
 // Delivery is one event on its way to one endpoint. Its retry state is data:
 // attempt count, due time, lease and backoff interval live in the record.
+// Its Tenant is its event's, but for a Notice's delivery to an operator's
+// alert endpoint, which carries that endpoint's (""): a tenant's listing
+// of deliveries does not show it. An event's state (StateOf) counts every
+// delivery of it.
 type Delivery struct {
 	ID             string        `json:"id"`
 	Event          string        `json:"event"`
@@ -452,7 +462,37 @@ type Outcome struct {
 	// result counts for the endpoint's circuit breaker in a store that
 	// keeps it (Gates). A success closes it; a failure counts.
 	Circuit bool
+	// Notices are operational events (and their deliveries) stored in the
+	// same write as the outcome: all of them with it, or none when the
+	// outcome is not stored (ErrLeaseLost, any error).
+	Notices []Notice
+	// CircuitOpened and CircuitClosed are for a store that keeps the
+	// circuit (Gates), with Circuit set: it stores CircuitOpened in the
+	// same write only if this outcome opens the endpoint's circuit from
+	// closed (not when a failed probe opens it again), and CircuitClosed
+	// only if it closes an open circuit (the probe's success). Prebuilt by
+	// the dispatcher, which cannot know which outcome makes the change
+	// when several gateways count into one circuit. A store without gates
+	// ignores them: its dispatcher keeps the circuit and puts the notice
+	// of a change in Notices.
+	CircuitOpened, CircuitClosed *Notice
 }
+
+// Notice is an operational event of hookgate's own (Source "hookgate": a
+// delivery failed, an endpoint was disabled or recovered), stored
+// together with the state change it reports, in the tenant's event
+// stream: a crash between the two cannot lose either. Its Deliveries
+// (maybe none: the event is still stored, and lists as unmatched) go to
+// the endpoints that subscribe to it, and may carry a Tenant other than
+// the event's (an operator's alert endpoint, of tenant ""). No dedupe
+// record is written: its event id is new and its EventID unique.
+type Notice struct {
+	Event      Event
+	Deliveries []Delivery
+}
+
+// NoticeSource is the Source of the events of notices.
+const NoticeSource = "hookgate"
 
 // Secret is one endpoint signing secret; an old one keeps signing until
 // ExpiresAt after a rotation.

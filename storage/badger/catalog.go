@@ -17,19 +17,34 @@ func (db *DB) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 	})
 }
 
-// UpdateEndpoint reads, changes and writes an endpoint in one operation
-// of the single writer, so no other write of it can come in between.
+// UpdateEndpoint is ChangeEndpoint without a notice.
 func (db *DB) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (storage.Endpoint, error) {
+	return db.ChangeEndpoint(ctx, id, func(ep *storage.Endpoint) (*storage.Notice, error) { return nil, fn(ep) })
+}
+
+// ChangeEndpoint reads, changes and writes an endpoint, with the notice
+// fn returns, in one operation of the single writer, so no other write of
+// it can come in between.
+func (db *DB) ChangeEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) (*storage.Notice, error)) (storage.Endpoint, error) {
 	var out storage.Endpoint
-	err := db.updateControl(ctx, 2048, func(txn *bdg.Txn) error {
+	// A notice is a few hundred bytes of JSON and a delivery per subscriber.
+	err := db.updateControl(ctx, 16<<10, func(txn *bdg.Txn) error {
 		var ep storage.Endpoint
 		if err := getRecord(txn, endpointKey(id), &ep); err != nil {
 			return err
 		}
-		if err := fn(&ep); err != nil {
+		n, err := fn(&ep)
+		if err != nil {
 			return err
 		}
 		if err := putRecord(txn, endpointKey(id), &ep); err != nil {
+			return err
+		}
+		notices, _, err := encodeNotices(n)
+		if err != nil {
+			return err
+		}
+		if err := db.putNotices(txn, notices); err != nil {
 			return err
 		}
 		out = ep

@@ -227,7 +227,16 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 	if err != nil {
 		return fmt.Errorf("encode attempt: %w", err)
 	}
-	return db.update(ctx, 512+len(att), func(txn *bdg.Txn) error {
+	// The circuit notices are a Gates store's; this engine keeps no circuit.
+	ns := make([]*storage.Notice, len(out.Notices))
+	for i := range out.Notices {
+		ns[i] = &out.Notices[i]
+	}
+	notices, size, err := encodeNotices(ns...)
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, 512+len(att)+size, func(txn *bdg.Txn) error {
 		d, err := getDelivery(txn, out.Delivery)
 		if errors.Is(err, storage.ErrNotFound) {
 			return storage.ErrLeaseLost // purged (or never there): not held
@@ -254,6 +263,9 @@ func (db *DB) Complete(ctx context.Context, out *storage.Outcome) error {
 			return err
 		}
 		if err := putEndpointHold(txn, d.Endpoint, out.Hold, out.HoldURL, out.EndHold); err != nil {
+			return err
+		}
+		if err := db.putNotices(txn, notices); err != nil {
 			return err
 		}
 		return db.moveQueue(txn, &d, old)

@@ -224,7 +224,8 @@ func passDone(p []byte) []byte { return append(append([]byte(nil), p...), 0xff) 
 // reports a live delivery whose retry budget started at or after
 // liveCutoff;
 // then no keys are listed (the event stays). tenant is the deliveries'
-// (an event's deliveries are its tenant's), "" without any.
+// (an event's deliveries are its tenant's, but for a notice's to an
+// operator's alert endpoint, of tenant ""), "" without any.
 func eventDeliveryKeys(txn *bdg.Txn, evt string, liveCutoff time.Time) (groups [][][]byte, tenant string, keep bool, err error) {
 	p := append(key(prefixEventDelivery, evt), sep)
 	var index [][]byte
@@ -255,7 +256,9 @@ func eventDeliveryKeys(txn *bdg.Txn, evt string, liveCutoff time.Time) (groups [
 		}
 		d.ID = id
 		ds[i], found[i] = d, true
-		tenant = d.Tenant
+		if tenant == "" {
+			tenant = d.Tenant // an operator's alert delivery of a notice has tenant ""
+		}
 	}
 	groups = make([][][]byte, len(index))
 	for i, k := range index {

@@ -20,10 +20,15 @@ func (db *DB) PutEndpoint(ctx context.Context, ep *storage.Endpoint) error {
 	return db.putDoc(ctx, "endpoints", ep.ID, ep)
 }
 
-// UpdateEndpoint reads an endpoint under a row lock, applies fn and
-// writes the result in the same transaction: no other write of it comes
-// in between, from this gateway or another.
+// UpdateEndpoint is ChangeEndpoint without a notice.
 func (db *DB) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (storage.Endpoint, error) {
+	return db.ChangeEndpoint(ctx, id, func(ep *storage.Endpoint) (*storage.Notice, error) { return nil, fn(ep) })
+}
+
+// ChangeEndpoint reads an endpoint under a row lock, applies fn and
+// writes the result, and the notice fn returns, in the same transaction:
+// no other write of it comes in between, from this gateway or another.
+func (db *DB) ChangeEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) (*storage.Notice, error)) (storage.Endpoint, error) {
 	if err := db.check(); err != nil {
 		return storage.Endpoint{}, err
 	}
@@ -43,7 +48,8 @@ func (db *DB) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.En
 		if err := json.Unmarshal(doc, &ep); err != nil {
 			return err
 		}
-		if err := fn(&ep); err != nil {
+		n, err := fn(&ep)
+		if err != nil {
 			fnErr = err
 			return err
 		}
@@ -52,6 +58,9 @@ func (db *DB) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.En
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE endpoints SET doc = $2 WHERE id = $1`, id, b); err != nil {
+			return err
+		}
+		if err := insertNotice(ctx, tx, n); err != nil {
 			return err
 		}
 		out = ep

@@ -197,7 +197,8 @@ func (db *DB) ResumeEndpoint(ctx context.Context, endpoint string) error {
 // the failures and a failure counts, opening it at the threshold; while
 // open, other outcomes (of attempts claimed before it opened) count for
 // nothing. A success of a closed circuit without failures writes nothing:
-// outcomes of one endpoint do not queue on its row.
+// outcomes of one endpoint do not queue on its row. It returns the change
+// it made (circuitOpenedChange, circuitClosedChange, 0).
 const circuitSQL = `, g AS (
 	UPDATE endpoint_gates g SET
 		failures = CASE WHEN g.probe = d.id OR $ok OR g.failures + 1 >= g.threshold THEN 0 ELSE g.failures + 1 END,
@@ -210,9 +211,21 @@ const circuitSQL = `, g AS (
 			WHEN g.probe IS DISTINCT FROM d.id AND NOT $ok AND g.failures + 1 >= g.threshold THEN g.min_cool
 			ELSE 0 END,
 		probe = CASE WHEN g.probe = d.id THEN NULL ELSE g.probe END,
-		probe_until = CASE WHEN g.probe = d.id THEN NULL ELSE g.probe_until END
+		probe_until = CASE WHEN g.probe = d.id THEN NULL ELSE g.probe_until END,
+		change = CASE
+			WHEN g.probe = d.id AND $ok THEN ` + circuitClosedChange + `
+			WHEN g.probe IS DISTINCT FROM d.id AND NOT $ok AND g.failures + 1 >= g.threshold THEN ` + circuitOpenedChange + `
+			ELSE 0 END
 	FROM d WHERE g.endpoint = d.endpoint AND (g.probe = d.id OR g.open_until IS NULL)
 		AND (NOT $ok OR g.failures > 0 OR g.probe = d.id)
+	RETURNING g.change
 )`
+
+// The values of endpoint_gates.change: what an outcome's count changed
+// (storage.Outcome.CircuitOpened, CircuitClosed).
+const (
+	circuitOpenedChange = "1"
+	circuitClosedChange = "2"
+)
 
 var _ storage.Gates = (*DB)(nil)

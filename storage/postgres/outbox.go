@@ -215,6 +215,15 @@ func outcomeStatement(out *storage.Outcome) (string, []any, error) {
 		ok, end := len(args)+1, len(args)+2
 		sql.WriteString(strings.NewReplacer("$ok", fmt.Sprintf("$%d::bool", ok), "$end", fmt.Sprintf("$%d::bigint", end)).Replace(circuitSQL))
 		args = append(args, out.State == storage.StateSucceeded, nanos(out.Attempt.At.Add(out.Attempt.Latency)))
+		if out.CircuitOpened != nil {
+			args = appendNotice(&sql, args, "co", out.CircuitOpened, `EXISTS (SELECT 1 FROM g WHERE g.change = `+circuitOpenedChange+`)`)
+		}
+		if out.CircuitClosed != nil {
+			args = appendNotice(&sql, args, "cc", out.CircuitClosed, `EXISTS (SELECT 1 FROM g WHERE g.change = `+circuitClosedChange+`)`)
+		}
+	}
+	for i := range out.Notices {
+		args = appendNotice(&sql, args, fmt.Sprintf("n%d", i), &out.Notices[i], `EXISTS (SELECT 1 FROM d)`)
 	}
 	sql.WriteString(` SELECT count(*) FROM d`)
 	return sql.String(), args, nil

@@ -99,6 +99,11 @@ func Run(t *testing.T, o Opener) {
 		"GatedReleasedProbe":                testGatedReleasedProbe,
 		"GatedHoldIsShared":                 testGatedHoldIsShared,
 		"GatedEndpointChangeResets":         testGatedEndpointChangeResets,
+		"CompleteStoresNotices":             testCompleteStoresNotices,
+		"NoticeLostWithLease":               testNoticeLostWithLease,
+		"ChangeEndpointNotice":              testChangeEndpointNotice,
+		"GatedCircuitNotices":               testGatedCircuitNotices,
+		"ConcurrentNotices":                 testConcurrentNotices,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
