@@ -52,7 +52,7 @@ func applyConfig(ctx context.Context, cfg *config.Config, s storage.Store, newSe
 		return err
 	}
 	inConfig = map[string]bool{}
-	for _, ec := range cfg.Endpoints {
+	for _, ec := range cfg.AllEndpoints() {
 		inConfig[ec.ID] = true
 		ep := endpointFromConfig(ec, now)
 		// What an endpoint learned at run time is kept only for the same
@@ -123,7 +123,7 @@ func refuseTakeovers(ctx context.Context, cfg *config.Config, s storage.Store) e
 	if err != nil {
 		return err
 	}
-	for _, ec := range cfg.Endpoints {
+	for _, ec := range cfg.AllEndpoints() {
 		for _, old := range eps {
 			if old.ID == ec.ID && !old.FromConfig && old.Tenant != ec.Tenant {
 				return fmt.Errorf("config.yaml gives endpoint %q to tenant %q, but that id is another tenant's endpoint, created through the admin API: choose another id, or delete that endpoint first", ec.ID, ec.Tenant)

@@ -59,13 +59,14 @@ func cancelReusedOrphans(ctx context.Context, s storage.Store, cfg *config.Confi
 	if err != nil {
 		return err
 	}
+	configured := cfg.AllEndpoints()
 	for _, id := range queued {
-		i := slices.IndexFunc(cfg.Endpoints, func(ec config.EndpointConfig) bool { return ec.ID == id })
+		i := slices.IndexFunc(configured, func(ec config.EndpointConfig) bool { return ec.ID == id })
 		if i < 0 {
 			continue
 		}
 		j := slices.IndexFunc(eps, func(ep storage.Endpoint) bool { return ep.ID == id })
-		if j >= 0 && eps[j].Tenant == cfg.Endpoints[i].Tenant {
+		if j >= 0 && eps[j].Tenant == configured[i].Tenant {
 			continue
 		}
 		n, err := s.CancelEndpoint(ctx, id)

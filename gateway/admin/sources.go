@@ -131,6 +131,8 @@ func (a *API) createSource(c *fiber.Ctx) (err error) {
 		return unprocessable("id", "required: it is the source's ingest path, /ingest/{id}")
 	case in.Verify == nil:
 		return unprocessable("verify", "required: say how requests are verified; write scheme none to accept unsigned requests")
+	case *in.ID == storage.NoticeSource:
+		return unprocessable("id", "is the source of hookgate's own operational events: choose another")
 	}
 	src.ID = *in.ID
 	defer func() { err = naming(err, "source", src.ID) }()

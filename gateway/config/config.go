@@ -40,6 +40,48 @@ type Config struct {
 	Sources []SourceConfig `yaml:"sources"`
 	// Endpoints are the receivers events are delivered to.
 	Endpoints []EndpointConfig `yaml:"endpoints"`
+	// Alerts is the operator's receiver of every tenant's operational
+	// events (docs/delivery.md, "Operational events").
+	Alerts AlertsConfig `yaml:"alerts"`
+}
+
+// AlertsConfig is the operator's alert endpoint: with a URL, the gateway
+// keeps an endpoint AlertsEndpointID, of no tenant, subscribed to every
+// tenant's operational events (hookgate.*), delivered, signed and retried
+// like any delivery.
+type AlertsConfig struct {
+	// URL receives the events; "" means no alert endpoint.
+	URL string `yaml:"url"`
+	// Secret is its Standard Webhooks signing secret; "" means one is
+	// generated (an operator token reads it at GET
+	// /api/v1/endpoints/hookgate-alerts).
+	Secret string `yaml:"secret"`
+}
+
+// AlertsEndpointID is the id of the endpoint alerts.url configures. No
+// other endpoint may have it.
+const AlertsEndpointID = "hookgate-alerts"
+
+// AlertsEndpoint is the endpoint alerts.url configures, with the delivery
+// defaults; ok is false without alerts.url. Its tenant is "", the
+// operator's: only operator tokens see it.
+func (c *Config) AlertsEndpoint() (ec EndpointConfig, ok bool) {
+	if c.Alerts.URL == "" {
+		return ec, false
+	}
+	retry := c.Delivery.Retry
+	return EndpointConfig{
+		ID: AlertsEndpointID, URL: c.Alerts.URL, Secret: c.Alerts.Secret, EventTypes: []string{"hookgate.*"},
+		Timeout: c.Delivery.Timeout, MaxInFlight: DefaultMaxInFlight, RateLimit: DefaultRateLimit, Retry: &retry,
+	}, true
+}
+
+// AllEndpoints is config.yaml's endpoints and, last, the alerts.url one.
+func (c *Config) AllEndpoints() []EndpointConfig {
+	if ec, ok := c.AlertsEndpoint(); ok {
+		return append(slices.Clip(c.Endpoints), ec)
+	}
+	return c.Endpoints
 }
 
 // ServerConfig is the public ingest listener.

@@ -124,7 +124,20 @@ func (d *decoder) validate(c *Config) {
 	d.retry(c.Delivery.Retry, "delivery.retry.", func(string) bool { return true })
 	byID := d.sources(c.Sources)
 	d.endpoints(c.Endpoints, byID)
+	d.alerts(c.Alerts)
 	d.retentionCoversRetries(c)
+}
+
+func (d *decoder) alerts(a AlertsConfig) {
+	switch {
+	case a.URL != "":
+		d.url("alerts.url", a.URL)
+	case a.Secret != "":
+		d.fail("alerts.secret", "needs alerts.url: the secret signs what is sent there")
+	}
+	if a.Secret != "" && !ValidWhsec(a.Secret, MinEndpointSecret) {
+		d.fail("alerts.secret", "must be whsec_ followed by base64 of at least %d bytes; leave it out to have one generated", MinEndpointSecret)
+	}
 }
 
 // retentionCoversRetries refuses a retention shorter than a retry window:
@@ -373,6 +386,9 @@ func (d *decoder) sources(sources []SourceConfig) map[string]*SourceConfig {
 		if d.id(key+".id", s.ID, "sources", first) {
 			first[s.ID], byID[s.ID] = i, s
 		}
+		if s.ID == storage.NoticeSource {
+			d.fail(key+".id", "%q is the source of hookgate's own operational events: choose another", s.ID)
+		}
 		d.tenant(key+".tenant", s.Tenant)
 		d.verify(s.Verify, key+".verify")
 		d.expr(key+".event_id", s.EventID)
@@ -526,6 +542,9 @@ func (d *decoder) endpoints(endpoints []EndpointConfig, sources map[string]*Sour
 		key := fmt.Sprintf("endpoints[%d]", i)
 		if d.id(key+".id", e.ID, "endpoints", first) {
 			first[e.ID] = i
+		}
+		if e.ID == AlertsEndpointID {
+			d.fail(key+".id", "%q is the id of the alerts.url endpoint: choose another", AlertsEndpointID)
 		}
 		d.tenant(key+".tenant", e.Tenant)
 		if perTenant[e.Tenant]++; perTenant[e.Tenant] == MaxEndpointsPerTenant+1 {
