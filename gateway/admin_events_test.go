@@ -406,7 +406,9 @@ func TestAdminEventStates(t *testing.T) {
 	failed := id(g.post("open", []byte(`{"id":"f1","type":"fail.me"}`), nil))
 	listed := func(state string) []string {
 		var ids []string
-		for _, ev := range must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?state="+state, acmeToken, nil)).Data {
+		// Of source open: the failed delivery's operational event (source
+		// hookgate) is acme's too, and unmatched.
+		for _, ev := range must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=open&state="+state, acmeToken, nil)).Data {
 			ids = append(ids, ev.ID)
 		}
 		return ids

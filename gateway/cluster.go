@@ -122,6 +122,17 @@ func (a announcer) Notify(endpoints ...string) {
 	}
 }
 
+// announceNotices is the dispatcher's OnNotice: on a shared store, the
+// other gateways are woken for the recipients of operational events this
+// one stored.
+func (g *Gateway) announceNotices() func([]string) {
+	c, shared := g.cluster()
+	if !shared {
+		return nil
+	}
+	return func(endpoints []string) { c.Announce(endpoints...) }
+}
+
 // listenWakes wakes this gateway's loops of the endpoints other gateways
 // announce, until ctx ends. While the store cannot tell it (its
 // connection dropped) the loops poll; when it listens again every loop

@@ -51,7 +51,7 @@ const (
 // every one of them.
 var storeWrites = []string{
 	"Ingest", "Claim", "Complete", "Release", "Enqueue", "EnqueueReplay", "Retry", "CancelEndpoint",
-	"PutEndpoint", "UpdateEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
+	"PutEndpoint", "UpdateEndpoint", "ChangeEndpoint", "DeleteEndpoint", "PutSource", "DeleteSource",
 	"ClaimKey", "FinishKey", "AbandonKey", "PutReplay", "CreateReplay", "Purge", "Ping",
 }
 
@@ -154,6 +154,11 @@ func (f *faultyStore) PutEndpoint(ctx context.Context, ep *storage.Endpoint) err
 
 func (f *faultyStore) UpdateEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) error) (ep storage.Endpoint, err error) {
 	err = f.run("UpdateEndpoint", func() (e error) { ep, e = f.Store.UpdateEndpoint(ctx, id, fn); return e })
+	return ep, err
+}
+
+func (f *faultyStore) ChangeEndpoint(ctx context.Context, id string, fn func(*storage.Endpoint) (*storage.Notice, error)) (ep storage.Endpoint, err error) {
+	err = f.run("ChangeEndpoint", func() (e error) { ep, e = f.Store.ChangeEndpoint(ctx, id, fn); return e })
 	return ep, err
 }
 
@@ -446,12 +451,12 @@ func TestFaultStoreAdminWrites(t *testing.T) {
 	g, fs := startFaulty(t, fmt.Sprintf("endpoints:\n  - {id: ep, tenant: acme, url: %q}\n", rcv.url("ep")))
 	before := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
 
-	fs.set(faultBefore, "UpdateEndpoint")
+	fs.set(faultBefore, "ChangeEndpoint")
 	st, hdr, b := g.api("PATCH", "/endpoints/ep", opToken, jsonMap{"url": rcv.url("moved")})
 	want503(t, "patch", st, hdr, b)
 	st, hdr, b = g.api("POST", "/endpoints/ep/rotate-secret", opToken, nil)
 	want503(t, "rotate", st, hdr, b)
-	fs.set(faultNone, "UpdateEndpoint")
+	fs.set(faultNone, "ChangeEndpoint")
 	fs.set(faultBefore, "PutEndpoint")
 	st, hdr, b = g.api("POST", "/endpoints", opToken, jsonMap{"id": "ep2", "tenant": "acme", "url": rcv.url("ep2")})
 	want503(t, "create endpoint", st, hdr, b)

@@ -63,6 +63,8 @@ type dispatcher interface {
 	RetryNow(endpoint string)
 	SetEndpoints(eps []storage.Endpoint)
 	EndpointPause(endpoint string, now time.Time) (outbound.Pause, bool)
+	EndpointNotice(ep storage.Endpoint, typ, reason string, now time.Time) *storage.Notice
+	NotifyNotice(ns ...*storage.Notice)
 }
 
 // Gateway is a running hookgate.
@@ -209,9 +211,11 @@ func (g *Gateway) init(ctx context.Context) error {
 		Logger:         g.log,
 		Metrics:        g.metrics,
 		// A 410 disabled an endpoint: ingest stops fanning out to it.
-		OnDisable: func(storage.Endpoint) { g.reloadRegistry() },
-		Gates:     g.gates(),
-		Poll:      g.opts.DeliveryPoll,
+		OnDisable:     func(storage.Endpoint) { g.reloadRegistry() },
+		Gates:         g.gates(),
+		Poll:          g.opts.DeliveryPoll,
+		AlertEndpoint: g.alertEndpoint(),
+		OnNotice:      g.announceNotices(),
 	})
 	if err != nil {
 		return err
@@ -300,6 +304,14 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.log.Info("hookgate started", "version", g.opts.Version, "ingest", g.publicLn.Addr().String(),
 		"admin", g.adminLn.Addr().String(), "storage", g.storageName())
 	return nil
+}
+
+// alertEndpoint is the id of the alerts.url endpoint, "" without one.
+func (g *Gateway) alertEndpoint() string {
+	if _, ok := g.cfg.AlertsEndpoint(); ok {
+		return config.AlertsEndpointID
+	}
+	return ""
 }
 
 // storageName says where the data is, for the start's log line: never
@@ -497,7 +509,7 @@ func (g *Gateway) warnBlockedTargets() {
 	if g.cfg.Delivery.AllowPrivateTargets {
 		return
 	}
-	for _, ec := range g.cfg.Endpoints {
+	for _, ec := range g.cfg.AllEndpoints() {
 		if reason, blocked := outbound.BlockedURL(ec.URL); blocked {
 			g.log.Warn("endpoint points at a "+reason+" address: its deliveries will be refused (delivery.allow_private_targets is false)", "endpoint", ec.ID)
 		}

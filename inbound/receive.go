@@ -317,7 +317,13 @@ func Subscribers(endpoints []storage.Endpoint, tenant, source, typ string) []sto
 
 // Subscribes reports whether ep's filters let an event of (source, typ)
 // through; tenant and disabled are the caller's business.
+// An operational event (source storage.NoticeSource, replayed) goes
+// only to an endpoint that asks for it by name (storage.WantsNotice),
+// and a glob that does so takes no other event.
 func Subscribes(ep *storage.Endpoint, source, typ string) bool {
+	if source == storage.NoticeSource {
+		return storage.WantsNotice(ep.EventTypes, typ)
+	}
 	if len(ep.Sources) > 0 && !slices.Contains(ep.Sources, source) {
 		return false
 	}
@@ -325,7 +331,7 @@ func Subscribes(ep *storage.Endpoint, source, typ string) bool {
 		return true
 	}
 	for _, g := range ep.EventTypes {
-		if storage.MatchType(g, typ) {
+		if !strings.HasPrefix(g, storage.NoticeTypePrefix) && storage.MatchType(g, typ) {
 			return true
 		}
 	}

@@ -126,6 +126,10 @@ type Config struct {
 	// operational events (NoticePayload), whatever its event_types; its
 	// deliveries carry its tenant. None is ever raised about it.
 	AlertEndpoint string
+	// OnNotice, when set, is called with the recipients of operational
+	// events once they are stored, after this dispatcher's loops are
+	// woken: several gateways on one store wake each other's too.
+	OnNotice func(endpoints []string)
 	// Now is the clock; nil = time.Now. Tests only.
 	Now func() time.Time
 }

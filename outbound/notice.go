@@ -19,10 +19,6 @@ const (
 	NoticeEndpointRecovered = "hookgate.endpoint.recovered"
 )
 
-// noticeTypePrefix starts every operational event type: only an
-// endpoint whose event_types has a glob starting with it receives them.
-const noticeTypePrefix = "hookgate."
-
 // Reasons of NoticePayload.Reason: a small closed set.
 const (
 	// ReasonAttemptsExhausted: the delivery's last attempt reached its
@@ -95,17 +91,6 @@ func noticeTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// subscribes reports whether ep asks for operational events of type typ
-// by name: a glob of its event_types that starts with "hookgate.".
-func subscribes(ep *storage.Endpoint, typ string) bool {
-	for _, g := range ep.EventTypes {
-		if strings.HasPrefix(g, noticeTypePrefix) && storage.MatchType(g, typ) {
-			return true
-		}
-	}
-	return false
-}
-
 // recipients are the endpoints a notice of type typ about endpoint about
 // goes to: its tenant's subscribed ones and the alert endpoint, each
 // once, none disabled, never about itself.
@@ -123,7 +108,7 @@ func (d *Dispatcher) recipients(about *storage.Endpoint, typ string) []storage.E
 		// The alert endpoint is the operator's (tenant ""): one of a tenant
 		// gets that tenant's notices only.
 		alert := id == d.cfg.AlertEndpoint && (ep.Tenant == "" || ep.Tenant == about.Tenant)
-		if ep.Disabled || !alert && (ep.Tenant != about.Tenant || !subscribes(&ep, typ)) {
+		if ep.Disabled || !alert && (ep.Tenant != about.Tenant || !storage.WantsNotice(ep.EventTypes, typ)) {
 			continue
 		}
 		out = append(out, ep)
@@ -185,7 +170,7 @@ func (d *Dispatcher) EndpointNotice(ep storage.Endpoint, typ, reason string, now
 }
 
 // NotifyNotice wakes the loops of the recipients of stored notices, so
-// that they are sent at once.
+// that they are sent at once, and hands them to Config.OnNotice.
 func (d *Dispatcher) NotifyNotice(ns ...*storage.Notice) {
 	var ids []string
 	for _, n := range ns {
@@ -198,6 +183,9 @@ func (d *Dispatcher) NotifyNotice(ns ...*storage.Notice) {
 	}
 	if len(ids) > 0 {
 		d.Notify(ids...)
+		if d.cfg.OnNotice != nil {
+			d.cfg.OnNotice(ids)
+		}
 	}
 }
 

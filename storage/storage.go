@@ -11,6 +11,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -493,6 +494,24 @@ type Notice struct {
 
 // NoticeSource is the Source of the events of notices.
 const NoticeSource = "hookgate"
+
+// NoticeTypePrefix starts every operational event type.
+const NoticeTypePrefix = "hookgate."
+
+// WantsNotice reports whether event_types globs ask for operational
+// events of type typ by name: a glob that starts with NoticeTypePrefix
+// and matches it. Only such a glob lets an operational event through
+// ("*" and an empty list do not: no endpoint receives them unasked), and
+// such a glob lets nothing else through (a provider's event of a
+// "hookgate." type is not one).
+func WantsNotice(globs []string, typ string) bool {
+	for _, g := range globs {
+		if strings.HasPrefix(g, NoticeTypePrefix) && MatchType(g, typ) {
+			return true
+		}
+	}
+	return false
+}
 
 // Secret is one endpoint signing secret; an old one keeps signing until
 // ExpiresAt after a rotation.

@@ -84,6 +84,12 @@ type Dispatcher interface {
 	// RetryNow ends an endpoint's pause (an operator's retry).
 	RetryNow(endpointID string)
 	EndpointPause(endpointID string, now time.Time) (outbound.Pause, bool)
+	// EndpointNotice is the operational event an operator's change of ep
+	// raises (outbound.NoticePayload), to store with the change; nil for
+	// none.
+	EndpointNotice(ep storage.Endpoint, typ, reason string, now time.Time) *storage.Notice
+	// NotifyNotice wakes the recipients of stored operational events.
+	NotifyNotice(ns ...*storage.Notice)
 }
 
 // Publisher is the ingest path, for POST /events.

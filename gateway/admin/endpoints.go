@@ -192,6 +192,9 @@ func (a *API) createEndpoint(c *fiber.Ctx) (err error) {
 	if in.URL == nil {
 		return unprocessable("url", "required")
 	}
+	if ep.ID == config.AlertsEndpointID {
+		return unprocessable("id", "is the id of the alerts.url endpoint (config.yaml): choose another")
+	}
 	if err := in.apply(&ep, now); err != nil {
 		return err
 	}
@@ -423,7 +426,27 @@ func rotateSecrets(old []storage.Secret, secret string, now time.Time, grace tim
 func (a *API) updateEndpoint(c *fiber.Ctx, id string, change func(*storage.Endpoint) error) error {
 	ctx, cancel := writeContext(c)
 	defer cancel()
-	ep, err := a.d.Store.UpdateEndpoint(ctx, id, change)
+	// An operator's disable or enable is told to the tenant's subscribers
+	// (hookgate.endpoint.disabled or .recovered), stored with the change.
+	var notice *storage.Notice
+	ep, err := a.d.Store.ChangeEndpoint(ctx, id, func(ep *storage.Endpoint) (*storage.Notice, error) {
+		was := ep.Disabled
+		if err := change(ep); err != nil {
+			return nil, err
+		}
+		notice = nil
+		if ep.Disabled != was {
+			typ := outbound.NoticeEndpointRecovered
+			if ep.Disabled {
+				typ = outbound.NoticeEndpointDisabled
+			}
+			notice = a.d.Dispatcher.EndpointNotice(*ep, typ, outbound.ReasonOperator, a.now())
+		}
+		return notice, nil
+	})
+	if err == nil {
+		a.d.Dispatcher.NotifyNotice(notice)
+	}
 	var apiErr *apiError
 	if errors.As(err, &apiErr) {
 		return err

@@ -101,7 +101,9 @@ func (a *API) getEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ds, next, err := a.d.Store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Event: ev.ID, Limit: MaxPageLimit})
+	// A tenant sees its own deliveries of the event, not those to the
+	// operator's alert endpoint (an operational event's).
+	ds, next, err := a.d.Store.ListDeliveries(c.UserContext(), storage.DeliveryFilter{Tenant: who(c).scope(), Event: ev.ID, Limit: MaxPageLimit})
 	if err != nil {
 		return a.storeError(err, "event")
 	}
