@@ -62,7 +62,10 @@ func listStore(dir string) ([]storedEvent, error) {
 	var out []storedEvent
 	cursor := ""
 	for {
-		evs, next, err := db.ListEvents(ctx, storage.EventFilter{Limit: badger.MaxLimit, Cursor: cursor})
+		// The test's source only: the gateway's own operational events
+		// (source hookgate: circuits opened by the receiver's faults) are
+		// not the provider's.
+		evs, next, err := db.ListEvents(ctx, storage.EventFilter{Source: sourceID, Limit: badger.MaxLimit, Cursor: cursor})
 		if err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
 		}
@@ -83,13 +86,14 @@ func listStore(dir string) ([]storedEvent, error) {
 	}
 }
 
-// adminEvents lists every event through the admin API (GET /api/v1/events
-// with the operator token, paging with next_cursor). ok is false when the
+// adminEvents lists every event of the test's source through the admin
+// API (GET /api/v1/events?source= with the operator token, paging with
+// next_cursor). ok is false when the
 // route does not exist (yet): the store is then checked directly only.
 func adminEvents(c *http.Client, adminURL string) (evs []storedEvent, ok bool, err error) {
 	cursor := ""
 	for page := 0; ; page++ {
-		q := url.Values{"limit": {"1000"}}
+		q := url.Values{"limit": {"1000"}, "source": {sourceID}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
