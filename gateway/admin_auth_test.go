@@ -38,7 +38,7 @@ func TestAdminAuth(t *testing.T) {
 	// A POST without a token is refused before its Idempotency-Key is looked at.
 	wantProblem(t, "post", 401, "")(g.api("POST", "/endpoints", "", jsonMap{"url": "http://x.test"}, "Idempotency-Key", "k"))
 	for _, tok := range []string{opToken, acmeToken} {
-		must[apiList[jsonMap]](t, 200)(g.api("GET", "/events", tok, nil))
+		must[admin.List[jsonMap]](t, 200)(g.api("GET", "/events", tok, nil))
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr()+"/api/v1/events", nil)
 	req.Header.Set("Authorization", "bearer "+acmeToken) // the scheme is case-insensitive
@@ -70,7 +70,7 @@ func TestAdminTenantIsolation(t *testing.T) {
 	}
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the globex delivery", func() bool { return rcv.count() == 1 })
-	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil))
+	dl := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil))
 	if len(dl.Data) != 1 {
 		t.Fatalf("deliveries of %s: %+v", evt, dl)
 	}
@@ -115,28 +115,28 @@ func TestAdminTenantIsolation(t *testing.T) {
 		t.Fatalf("globex endpoint changed: %+v -> %+v", before, after)
 	}
 	must[admin.Source](t, 200)(g.api("GET", "/sources/other", opToken, nil))
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data); n != 1 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data); n != 1 {
 		t.Fatalf("%d deliveries of the globex event, want 1", n)
 	}
 	// Lists show only the token's tenant.
 	for _, path := range []string{"/events", "/deliveries", "/endpoints", "/sources", "/events?source=other", "/deliveries?endpoint=globex-ep", "/deliveries?event=" + evt} {
-		l := must[apiList[jsonMap]](t, 200)(g.api("GET", path, acmeToken, nil))
+		l := must[admin.List[jsonMap]](t, 200)(g.api("GET", path, acmeToken, nil))
 		for _, item := range l.Data {
 			if item["tenant"] != "acme" {
 				t.Fatalf("acme sees %v in %s", item, path)
 			}
 		}
 	}
-	ids := func(l apiList[jsonMap]) (out []string) {
+	ids := func(l admin.List[jsonMap]) (out []string) {
 		for _, item := range l.Data {
 			out = append(out, item["id"].(string))
 		}
 		return out
 	}
-	if got := ids(must[apiList[jsonMap]](t, 200)(g.api("GET", "/sources", acmeToken, nil))); !slices.Equal(got, []string{"open", "sw"}) {
+	if got := ids(must[admin.List[jsonMap]](t, 200)(g.api("GET", "/sources", acmeToken, nil))); !slices.Equal(got, []string{"open", "sw"}) {
 		t.Fatalf("acme's sources %v", got)
 	}
-	if got := ids(must[apiList[jsonMap]](t, 200)(g.api("GET", "/sources", opToken, nil))); !slices.Equal(got, []string{"open", "other", "sw"}) {
+	if got := ids(must[admin.List[jsonMap]](t, 200)(g.api("GET", "/sources", opToken, nil))); !slices.Equal(got, []string{"open", "other", "sw"}) {
 		t.Fatalf("operator's sources %v", got)
 	}
 	// Naming another tenant's resource in a body is refused the same way.

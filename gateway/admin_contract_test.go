@@ -119,12 +119,12 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"idem-1","type":"t"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
-	dlv := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data[0].ID
+	dlv := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data[0].ID
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to succeed", func() bool {
 		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dlv, acmeToken, nil)).State == "succeeded"
 	})
 	deliveries := func() int {
-		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", acmeToken, nil)).Data)
+		return len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", acmeToken, nil)).Data)
 	}
 	secret := func() string {
 		return must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep1", acmeToken, nil)).Secret
@@ -137,19 +137,19 @@ func TestEveryPostReplaysItsStoredAnswerAndRunsOnce(t *testing.T) {
 	}{
 		{"/events", `{"source":"open","type":"t","payload":{"id":"pub-1"}}`, `{"source":"open","type":"t","payload":{"id":"pub-2"}}`,
 			func() string {
-				return fmt.Sprint(len(must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data))
+				return fmt.Sprint(len(must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data))
 			}},
 		{"/events/" + evt + "/replay", `{"endpoints":["ep1"]}`, `{}`, func() string { return fmt.Sprint(deliveries()) }},
 		{"/deliveries/" + dlv + "/retry", ``, `{}`, func() string { return "" }},
 		{"/replays", `{"source":"open"}`, `{"source":"sw"}`, func() string { return fmt.Sprint(deliveries()) }},
 		{"/endpoints", `{"url":"http://receiver.test/x"}`, `{"url":"http://receiver.test/y"}`,
 			func() string {
-				return fmt.Sprint(len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data))
+				return fmt.Sprint(len(must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data))
 			}},
 		{"/endpoints/ep1/rotate-secret", `{"grace":"1h"}`, `{"grace":"2h"}`, secret},
 		{"/sources", `{"id":"made","verify":{"scheme":"none"}}`, `{"id":"made2","verify":{"scheme":"none"}}`,
 			func() string {
-				return fmt.Sprint(len(must[apiList[admin.Source]](t, 200)(g.api("GET", "/sources", acmeToken, nil)).Data))
+				return fmt.Sprint(len(must[admin.List[admin.Source]](t, 200)(g.api("GET", "/sources", acmeToken, nil)).Data))
 			}},
 	} {
 		key := fmt.Sprintf("every-post-%d", i)
@@ -215,7 +215,7 @@ func TestTenantListingsWithForeignCursorsAndFilters(t *testing.T) {
 	var opCursors []string
 	for _, route := range []string{"/events", "/deliveries", "/endpoints", "/sources"} {
 		for cursor := ""; ; {
-			l := must[apiList[jsonMap]](t, 200)(g.api("GET", route+"?limit=1&cursor="+url.QueryEscape(cursor), opToken, nil))
+			l := must[admin.List[jsonMap]](t, 200)(g.api("GET", route+"?limit=1&cursor="+url.QueryEscape(cursor), opToken, nil))
 			if l.NextCursor == "" {
 				break
 			}
@@ -237,7 +237,7 @@ func TestTenantListingsWithForeignCursorsAndFilters(t *testing.T) {
 				contractProblem(t, path, 400, st, hdr, b)
 				return
 			}
-			l := must[apiList[jsonMap]](t, 200)(st, hdr, b)
+			l := must[admin.List[jsonMap]](t, 200)(st, hdr, b)
 			for _, item := range l.Data {
 				if item["tenant"] != tok.tenant {
 					t.Errorf("GET %s as %s shows %v of tenant %v", path, tok.tenant, item["id"], item["tenant"])
@@ -267,8 +267,8 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 		st, _, b := g.post("open", fmt.Appendf(nil, `{"id":"tf-%d","type":"t"}`, i), nil)
 		must[jsonMap](t, 202)(st, nil, b)
 	}
-	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
+	evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
 	if len(evs) != 3 || len(ds) != 3 {
 		t.Fatalf("%d events, %d deliveries", len(evs), len(ds))
 	}
@@ -280,7 +280,7 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 		{"/deliveries", ds[1].CreatedAt, ds[1].ID},
 	} {
 		for _, f := range []string{"since=" + q(c.at) + "&until=" + q(c.at), "until=" + q(c.at) + "&limit=1", "since=" + q(c.at)} {
-			l := must[apiList[jsonMap]](t, 200)(g.api("GET", c.route+"?"+f, acmeToken, nil))
+			l := must[admin.List[jsonMap]](t, 200)(g.api("GET", c.route+"?"+f, acmeToken, nil))
 			if !slices.ContainsFunc(l.Data, func(m jsonMap) bool { return m["id"] == c.id }) {
 				t.Errorf("GET %s?%s does not list %s, whose time is exactly %s: %v", c.route, f, c.id, c.at, l.Data)
 			}
@@ -290,7 +290,7 @@ func TestTimeFiltersAreInclusiveAtTheShownTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := at.Add(time.Nanosecond).Format(time.RFC3339Nano)
-		l := must[apiList[jsonMap]](t, 200)(g.api("GET", c.route+"?since="+q(after)+"&until="+q(after), acmeToken, nil))
+		l := must[admin.List[jsonMap]](t, 200)(g.api("GET", c.route+"?since="+q(after)+"&until="+q(after), acmeToken, nil))
 		if len(l.Data) != 0 {
 			t.Errorf("GET %s with since=until=%s (1 ns after %s) lists %v", c.route, after, c.at, l.Data)
 		}

@@ -27,11 +27,11 @@ func TestAdminDeliveries(t *testing.T) {
 	// (five), which would pause the endpoint for seconds.
 	ids := ingestN(t, g, "d", 2)
 	failed := func() []admin.Delivery {
-		return must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed", acmeToken, nil)).Data
+		return must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed", acmeToken, nil)).Data
 	}
 	testsupport.WaitFor(t, 20*time.Second, "2 failed deliveries", func() bool { return len(failed()) == 2 })
 	testsupport.WaitFor(t, 10*time.Second, "2 good deliveries", func() bool {
-		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=succeeded", acmeToken, nil)).Data) == 2
+		return len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=succeeded", acmeToken, nil)).Data) == 2
 	})
 
 	// Filters.
@@ -40,19 +40,19 @@ func TestAdminDeliveries(t *testing.T) {
 			t.Fatalf("failed delivery %+v", d)
 		}
 	}
-	if l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=good", acmeToken, nil)); len(l.Data) != 2 || slices.ContainsFunc(l.Data, func(d admin.Delivery) bool { return d.Endpoint != "good" }) {
+	if l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=good", acmeToken, nil)); len(l.Data) != 2 || slices.ContainsFunc(l.Data, func(d admin.Delivery) bool { return d.Endpoint != "good" }) {
 		t.Fatalf("endpoint=good: %+v", l)
 	}
-	byEvent := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil))
+	byEvent := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil))
 	if len(byEvent.Data) != 2 || byEvent.Data[0].Event != ids[1] || byEvent.Data[1].Event != ids[1] {
 		t.Fatalf("event=%s: %+v", ids[1], byEvent)
 	}
-	if l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1]+"&status=succeeded", acmeToken, nil)); len(l.Data) != 1 || l.Data[0].Endpoint != "good" {
+	if l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1]+"&status=succeeded", acmeToken, nil)); len(l.Data) != 1 || l.Data[0].Endpoint != "good" {
 		t.Fatalf("event and status: %+v", l)
 	}
 	// Pages of 3 over 4 deliveries.
-	p1 := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=3", acmeToken, nil))
-	p2 := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=3&cursor="+url.QueryEscape(p1.NextCursor), acmeToken, nil))
+	p1 := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=3", acmeToken, nil))
+	p2 := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=3&cursor="+url.QueryEscape(p1.NextCursor), acmeToken, nil))
 	if len(p1.Data) != 3 || p1.NextCursor == "" || len(p2.Data) != 1 || p2.NextCursor != "" {
 		t.Fatalf("pages: %d %q, %d %q", len(p1.Data), p1.NextCursor, len(p2.Data), p2.NextCursor)
 	}
@@ -148,7 +148,7 @@ func TestRetryOfADeliveryInFlightIsRefused(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the first attempt in flight", func() bool { return n.Load() == 1 })
-	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
+	dl := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
 
 	st, hdr, b := g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil)
 	p := wantProblem(t, "retry in flight", 409, "")(st, hdr, b)

@@ -78,12 +78,12 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 	}
 
 	// List and pages.
-	l := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
+	l := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
 	if len(l.Data) != 2 || l.Data[0].ID != "billing" || l.NextCursor != "" {
 		t.Fatalf("acme's endpoints: %+v", l)
 	}
-	p1 := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2", opToken, nil))
-	p2 := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(p1.NextCursor), opToken, nil))
+	p1 := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2", opToken, nil))
+	p2 := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(p1.NextCursor), opToken, nil))
 	if len(p1.Data) != 2 || p1.NextCursor == "" || len(p2.Data) != 1 || p2.NextCursor != "" || p2.Data[0].ID <= p1.Data[1].ID {
 		t.Fatalf("pages %+v / %+v", p1, p2)
 	}
@@ -107,7 +107,7 @@ func TestAdminEndpointsCRUD(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"o1","type":"order.paid"}`), nil)
 	o1 := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	// Deliveries are written with the event: none to the disabled endpoint.
-	for _, d := range must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+o1, acmeToken, nil)).Data {
+	for _, d := range must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+o1, acmeToken, nil)).Data {
 		if d.Endpoint == "billing" {
 			t.Fatalf("an event ingested while billing was disabled got a delivery to it: %+v", d)
 		}
@@ -133,14 +133,14 @@ func TestAdminEndpointDeleteCancelsPending(t *testing.T) {
 `, rcv.url("slow"))})
 	ingestN(t, g, "p", 2)
 	pending := func() []admin.Delivery {
-		return must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=later&status=pending", opToken, nil)).Data
+		return must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=later&status=pending", opToken, nil)).Data
 	}
 	testsupport.WaitFor(t, 10*time.Second, "two deliveries waiting an hour", func() bool {
 		ds := pending()
 		return len(ds) == 2 && ds[0].AttemptCount == 1 && ds[1].AttemptCount == 1
 	})
 	must[jsonMap](t, 204)(g.api("DELETE", "/endpoints/later", opToken, nil))
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=later", opToken, nil)).Data
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=later", opToken, nil)).Data
 	if len(ds) != 2 || ds[0].State != "cancelled" || ds[1].State != "cancelled" {
 		t.Fatalf("after delete: %+v", ds)
 	}
@@ -207,7 +207,7 @@ func TestAdminEndpointValidation(t *testing.T) {
 			}
 		}
 	}
-	if l := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", opToken, nil)); len(l.Data) != 0 {
+	if l := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", opToken, nil)); len(l.Data) != 0 {
 		t.Fatalf("refused requests created endpoints: %+v", l)
 	}
 	// An oversized body is refused on its Content-Length, before it is read.
@@ -351,7 +351,7 @@ func TestAdminEndpointChangeKeepsConcurrentDisable(t *testing.T) {
 func TestAdminEndpointsPerTenantBound(t *testing.T) {
 	defer func(n int) { config.MaxEndpointsPerTenant = n }(config.MaxEndpointsPerTenant)
 	g := startGateway(t, gwOptions{})
-	have := len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=1000", acmeToken, nil)).Data)
+	have := len(must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=1000", acmeToken, nil)).Data)
 	config.MaxEndpointsPerTenant = have + 1
 	must[admin.Endpoint](t, 201)(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-1", "url": "https://a.example.com/"}))
 	p := wantProblem(t, "past the bound", 409, "tenant")(g.api("POST", "/endpoints", acmeToken, jsonMap{"id": "bound-2", "url": "https://a.example.com/"}))

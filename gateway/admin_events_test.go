@@ -35,7 +35,7 @@ func TestAdminEventsList(t *testing.T) {
 	ids := ingestN(t, g, "e", 7)
 	g.post("other", []byte(`{"id":"g"}`), nil)
 
-	all := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil))
+	all := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil))
 	var got []string
 	for _, ev := range all.Data {
 		got = append(got, ev.ID)
@@ -48,7 +48,7 @@ func TestAdminEventsList(t *testing.T) {
 	if !slices.Equal(got, want) || all.NextCursor != "" {
 		t.Fatalf("newest first: got %v next %q, want %v", got, all.NextCursor, want)
 	}
-	if n := len(must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil)).Data); n != 8 {
+	if n := len(must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil)).Data); n != 8 {
 		t.Fatalf("operator sees %d events, want 8", n)
 	}
 
@@ -56,7 +56,7 @@ func TestAdminEventsList(t *testing.T) {
 	var paged []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil))
 		for _, ev := range l.Data {
 			paged = append(paged, ev.ID)
 		}
@@ -73,7 +73,7 @@ func TestAdminEventsList(t *testing.T) {
 	}
 
 	// Filters.
-	typeB := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?type=b", acmeToken, nil)).Data
+	typeB := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?type=b", acmeToken, nil)).Data
 	if len(typeB) != 3 { // events 1, 3 and 5 of ingestN
 		t.Fatalf("type=b returned %d events, want 3", len(typeB))
 	}
@@ -84,16 +84,16 @@ func TestAdminEventsList(t *testing.T) {
 	}
 	// type is a glob, as Stripe's filter and an endpoint's event_types are.
 	for q, want := range map[string]int{"type=%5Bab%5D": 7, "type=*": 7, "type=?": 7, "type=b*": 3, "type=c*": 0} {
-		if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
+		if l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
 			t.Fatalf("%s returned %d events, want %d", q, len(l.Data), want)
 		}
 	}
-	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=other", opToken, nil)); len(l.Data) != 1 || l.Data[0].Source != "other" {
+	if l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?source=other", opToken, nil)); len(l.Data) != 1 || l.Data[0].Source != "other" {
 		t.Fatalf("source=other: %+v", l)
 	}
 	mid := all.Data[3]
-	since := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?since="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
-	until := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?until="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
+	since := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?since="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
+	until := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?until="+url.QueryEscape(mid.ReceivedAt), acmeToken, nil))
 	received := func(ev admin.Event) int64 {
 		ts, err := time.Parse(time.RFC3339Nano, ev.ReceivedAt)
 		if err != nil || ts.Location() != time.UTC || !strings.HasSuffix(ev.ReceivedAt, "Z") {
@@ -114,7 +114,7 @@ func TestAdminEventsList(t *testing.T) {
 	if len(since.Data)+len(until.Data) < len(all.Data)+1 || !slices.ContainsFunc(since.Data, func(e admin.Event) bool { return e.ID == mid.ID }) {
 		t.Fatalf("since/until around %s miss events: %d + %d of %d", mid.ID, len(since.Data), len(until.Data), len(all.Data))
 	}
-	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00Z", acmeToken, nil)); len(l.Data) != 0 {
+	if l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00Z", acmeToken, nil)); len(l.Data) != 0 {
 		t.Fatalf("a window in the past: %+v", l)
 	}
 
@@ -135,7 +135,7 @@ func TestAdminEventsList(t *testing.T) {
 	}
 	wantProblem(t, "?state= on /deliveries", 400, "state")(g.api("GET", "/deliveries?state=failed", acmeToken, nil))
 	wantProblem(t, "?since= on /endpoints", 400, "since")(g.api("GET", "/endpoints?since=2026-01-01T00:00:00Z", acmeToken, nil))
-	must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1000", acmeToken, nil))
+	must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?limit=1000", acmeToken, nil))
 }
 
 func TestAdminEventGet(t *testing.T) {
@@ -257,7 +257,7 @@ func TestAdminReplayEvent(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 
 	// Default: every endpoint that matches now (a; not b, not the disabled one).
-	re := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
+	re := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
 	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+id, acmeToken, nil))
 	if len(re.Data) != 1 || re.Data[0].Endpoint != "a" || re.Data[0].Event != id || re.Data[0].IdempotencyKey != ev.IdempotencyKey || re.Data[0].State != "pending" {
 		t.Fatalf("replay: %+v", re)
@@ -268,12 +268,12 @@ func TestAdminReplayEvent(t *testing.T) {
 		t.Fatalf("the replay carries Idempotency-Key %q, the original %q", k1, k0)
 	}
 	// Named endpoints, even one whose filters do not match; duplicates once.
-	re = must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"b", "b"}}))
+	re = must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"b", "b"}}))
 	if len(re.Data) != 1 || re.Data[0].Endpoint != "b" {
 		t.Fatalf("replay to b: %+v", re)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to b", func() bool { return rcv.byPath()["/b"] == 1 })
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("%d deliveries of the event, want 3", n)
 	}
 	wantProblem(t, "unknown endpoint", 422, "endpoints[1]")(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"a", "nope"}}))
@@ -281,7 +281,7 @@ func TestAdminReplayEvent(t *testing.T) {
 	wantProblem(t, "disabled endpoint", 409, "endpoints[0]")(g.api("POST", "/events/"+id+"/replay", acmeToken, jsonMap{"endpoints": []string{"off"}}))
 	wantProblem(t, "bad body", 400, "endpoints")(g.api("POST", "/events/"+id+"/replay", acmeToken, `{"endpoints":"a"}`))
 	wantProblem(t, "unknown event", 404, "")(g.api("POST", "/events/evt_nope/replay", acmeToken, nil))
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("refused replays added deliveries: %d", n)
 	}
 }
@@ -314,7 +314,7 @@ func TestEventViewLeadsToEveryDelivery(t *testing.T) {
 		seen[d.ID] = true
 	}
 	for cursor := v.DeliveriesNextCursor; cursor != ""; {
-		page := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt+"&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		page := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt+"&cursor="+url.QueryEscape(cursor), acmeToken, nil))
 		for _, d := range page.Data {
 			if d.Event != evt || seen[d.ID] {
 				t.Fatalf("delivery %s (event %s) listed again or not the event's", d.ID, d.Event)
@@ -338,7 +338,7 @@ func TestAdminEventsTypeGlobEdges(t *testing.T) {
 		wantProblem(t, q, 400, "type")(g.api("GET", "/events?"+q, acmeToken, nil))
 	}
 	for q, want := range map[string]int{"type=%5Ca": 2, "type=%5C%2A": 0, "type=orders/create": 0, "type=orders%2F*": 0, "type=": 4, "type=" + strings.Repeat("a", 300): 0} {
-		if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
+		if l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?"+q, acmeToken, nil)); len(l.Data) != want {
 			t.Fatalf("%s: %d events, want %d", q, len(l.Data), want)
 		}
 	}
@@ -366,7 +366,7 @@ func TestPublishWithoutEventIDIsNamedByItsKey(t *testing.T) {
 		t.Fatalf("without a key: %v and %v, want one event named by the payload's hash", c, d)
 	}
 	// Three events in all.
-	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 3 {
+	if evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 3 {
 		t.Fatalf("%d events, want 3", len(evs))
 	}
 }
@@ -408,7 +408,7 @@ func TestAdminEventStates(t *testing.T) {
 		var ids []string
 		// Of source open: the failed delivery's operational event (source
 		// hookgate) is acme's too, and unmatched.
-		for _, ev := range must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=open&state="+state, acmeToken, nil)).Data {
+		for _, ev := range must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?source=open&state="+state, acmeToken, nil)).Data {
 			ids = append(ids, ev.ID)
 		}
 		return ids

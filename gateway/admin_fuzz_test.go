@@ -48,7 +48,7 @@ func newFuzzAdmin(f *testing.F) *fuzzAdmin {
 		fa.evt, _ = ans["id"].(string)
 	}
 	st, b := fa.call(f, http.MethodGet, "/deliveries?limit=1", opToken, nil, "")
-	var l apiList[admin.Delivery]
+	var l admin.List[admin.Delivery]
 	if err := json.Unmarshal(b, &l); st != 200 || err != nil || len(l.Data) != 1 || l.NextCursor == "" {
 		f.Fatalf("seed deliveries: %d %s", st, b)
 	}
@@ -114,7 +114,7 @@ func (fa *fuzzAdmin) check(t *testing.T, method, target string, st int, b []byte
 			t.Fatalf("%s %s: %d with a body that is not a problem: %s", method, target, st, b)
 		}
 	case st == 200 && list:
-		var l apiList[json.RawMessage]
+		var l admin.List[json.RawMessage]
 		if err := json.Unmarshal(b, &l); err != nil || l.Data == nil {
 			t.Fatalf("%s %s: a list answer that is not a list: %s", method, target, b)
 		}
@@ -163,7 +163,7 @@ func FuzzAdminListFilters(f *testing.F) {
 		for _, target := range targets {
 			st, b := fa.call(t, http.MethodGet, target, token, nil, "")
 			fa.check(t, http.MethodGet, target, st, b, true)
-			var l apiList[json.RawMessage]
+			var l admin.List[json.RawMessage]
 			if st == 200 && json.Unmarshal(b, &l) == nil && l.NextCursor != "" {
 				q.Set("cursor", l.NextCursor)
 				next := path + "?" + q.Encode()

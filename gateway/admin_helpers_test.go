@@ -96,9 +96,3 @@ func encodeTestCursor(id string) string { return base64.RawURLEncoding.EncodeToS
 
 // jsonMap is a decoded JSON object.
 type jsonMap = map[string]any
-
-// page of a list answer.
-type apiList[T any] struct {
-	Data       []T    `json:"data"`
-	NextCursor string `json:"next_cursor"`
-}

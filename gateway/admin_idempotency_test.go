@@ -24,7 +24,7 @@ import (
 
 func countEndpoints(t *testing.T, g *gw) int {
 	t.Helper()
-	return len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=1000", opToken, nil)).Data)
+	return len(must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=1000", opToken, nil)).Data)
 }
 
 func TestAdminIdempotencyKey(t *testing.T) {
@@ -78,12 +78,12 @@ func TestAdminIdempotencyKey(t *testing.T) {
 	_, _, eb := g.post("open", []byte(`{"id":"idem-ev"}`), nil)
 	evt := must[jsonMap](t, 202)(202, nil, eb)["id"].(string)
 	to := jsonMap{"endpoints": []string{"r"}}
-	r1 := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
-	r2 := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
+	r1 := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
+	r2 := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, to, "Idempotency-Key", "rk"))
 	if len(r1.Data) != 1 || len(r2.Data) != 1 || r1.Data[0].ID != r2.Data[0].ID {
 		t.Fatalf("replays %+v / %+v", r1, r2)
 	}
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=r&event="+evt, acmeToken, nil)).Data); n != 2 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=r&event="+evt, acmeToken, nil)).Data); n != 2 {
 		t.Fatalf("%d deliveries, want the original and one replay", n)
 	}
 
@@ -98,7 +98,7 @@ func TestAdminIdempotencyKey(t *testing.T) {
 		"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", acmeToken)
 	wantProblem(t, "two keys", 400, "Idempotency-Key")(rawRequest(t, g.AdminAddr(), two))
 	// GET ignores the header.
-	must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil, "Idempotency-Key", "k1"))
+	must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil, "Idempotency-Key", "k1"))
 }
 
 // TestAdminIdempotencyConcurrent: 50 identical POSTs at once have exactly
@@ -251,7 +251,7 @@ func TestIdempotentRetryAfterInFlight409RunsOnceTheAttemptEnded(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	held.waitHit(t)
-	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
+	dl := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data[0]
 
 	st, hdr, b := g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil, "Idempotency-Key", "retry-1")
 	p := wantProblem(t, "retry in flight", 409, "")(st, hdr, b)
@@ -934,9 +934,9 @@ func TestReplayAndRetryRunAgainAfterLostAnswer(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 
 	path := "/events/" + id + "/replay"
-	first := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r"))
+	first := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r"))
 	testsupport.WaitFor(t, 10*time.Second, "the replay", func() bool { return rcv.count() == 2 })
-	again := rerun[apiList[admin.Delivery]](t, g, path, jsonMap{}, "lost-r", 202)
+	again := rerun[admin.List[admin.Delivery]](t, g, path, jsonMap{}, "lost-r", 202)
 	if len(first.Data) != 1 || len(again.Data) != 1 || again.Data[0].ID != first.Data[0].ID {
 		t.Fatalf("run again answered %+v; the first run made %+v", again.Data, first.Data)
 	}
@@ -954,7 +954,7 @@ func TestReplayAndRetryRunAgainAfterLostAnswer(t *testing.T) {
 
 	// A later replay under another key is sent. Once it is delivered, the
 	// receiver has had 4 requests if neither run again sent anything.
-	later := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r2"))
+	later := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "lost-r2"))
 	testsupport.WaitFor(t, 10*time.Second, "the second replay", func() bool {
 		return len(later.Data) == 1 && g.dpDelivery(later.Data[0].ID).State == "succeeded"
 	})
@@ -1016,13 +1016,13 @@ func TestKeyedReplayRetriedAfter503IsTheNewestDelivery(t *testing.T) {
 	rcv := newReceiver(t)
 	g, ids, path := keyedReplayAfter503(t, rcv, "ko", "")
 	// Another operator's replay meanwhile (no key).
-	mid := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
+	mid := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
 	// Strictly later than mid, on the API's clock.
 	testsupport.WaitFor(t, 5*time.Second, "the clock to pass mid's creation", func() bool {
 		c, _ := time.Parse(time.RFC3339Nano, mid.CreatedAt)
 		return time.Now().After(c.Add(2 * time.Millisecond))
 	})
-	keyed := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1")).Data[0]
+	keyed := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "ko-1")).Data[0]
 	if keyed.CreatedAt <= mid.CreatedAt {
 		t.Fatalf("keyed created_at %s not after mid's %s", keyed.CreatedAt, mid.CreatedAt)
 	}
@@ -1030,12 +1030,12 @@ func TestKeyedReplayRetriedAfter503IsTheNewestDelivery(t *testing.T) {
 	if len(*ev.Deliveries) != 3 || (*ev.Deliveries)[0].ID != keyed.ID {
 		t.Errorf("GET /events/{id} newest first: %+v; the newest is %s (created %s)", *ev.Deliveries, keyed.ID, keyed.CreatedAt)
 	}
-	list := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil))
+	list := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil))
 	if len(list.Data) != 3 || list.Data[0].ID != keyed.ID {
 		t.Errorf("GET /deliveries?event= newest first: first is %s (created %s), want %s (created %s)",
 			list.Data[0].ID, list.Data[0].CreatedAt, keyed.ID, keyed.CreatedAt)
 	}
-	since := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?since="+url.QueryEscape(keyed.CreatedAt), acmeToken, nil))
+	since := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?since="+url.QueryEscape(keyed.CreatedAt), acmeToken, nil))
 	if len(since.Data) != 1 || since.Data[0].ID != keyed.ID {
 		t.Errorf("GET /deliveries?since=%s lists %d deliveries, want the keyed replay's %s", keyed.CreatedAt, len(since.Data), keyed.ID)
 	}
@@ -1049,10 +1049,10 @@ func TestStatusReplayTakesTheKeyedReplayAsLatest(t *testing.T) {
 	rcv := newReceiver(t)
 	g, _, path := keyedReplayAfter503(t, rcv, "kl", ", retry: {max_attempts: 1}")
 	rcv.failAt("kl", true)
-	mid := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
+	mid := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil)).Data[0]
 	waitDeliveryState(t, g, mid.ID, "failed")
 	rcv.failAt("kl", false)
-	keyed := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1")).Data[0]
+	keyed := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, nil, "Idempotency-Key", "kl-1")).Data[0]
 	waitDeliveryState(t, g, keyed.ID, "succeeded")
 	job := must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "kl", "status": "failed"}))
 	job = waitReplay(t, g, acmeToken, job.ID)
@@ -1075,7 +1075,7 @@ func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
 	id := ingestN(t, g, "pl", 1)[0]
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
 	path := "/events/" + id + "/replay"
-	first := must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "pl-1"))
+	first := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, acmeToken, jsonMap{}, "Idempotency-Key", "pl-1"))
 	if len(first.Data) != 1 {
 		t.Fatalf("first run: %+v", first.Data)
 	}
@@ -1103,7 +1103,7 @@ func TestKeyedReplayRunAgainFindsItsDeliveryPastAFullPage(t *testing.T) {
 		}
 		more = more[n:]
 	}
-	again := rerun[apiList[admin.Delivery]](t, g, path, jsonMap{}, "pl-1", 202)
+	again := rerun[admin.List[admin.Delivery]](t, g, path, jsonMap{}, "pl-1", 202)
 	if len(again.Data) != 1 || again.Data[0].ID != first.Data[0].ID {
 		ds, _, _ := g.Store().ListDeliveries(ctx, storage.DeliveryFilter{Event: id, Endpoint: "a", Limit: 10})
 		t.Fatalf("run again answered %s; the first run made %s; the event has %d deliveries to a (want 2: original + one replay)",

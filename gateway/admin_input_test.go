@@ -158,7 +158,7 @@ func TestReplayEventRefusesQueryParameters(t *testing.T) {
 		}
 		return
 	}
-	var got apiList[admin.Delivery]
+	var got admin.List[admin.Delivery]
 	_ = json.Unmarshal(body, &got)
 	var to []string
 	for _, d := range got.Data {
@@ -251,7 +251,7 @@ func TestRetryDeliveryRefusesABody(t *testing.T) {
 `, rcv.url("a"), rcv.url("b"))})
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"r-1","type":"t"}`), nil))
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery", func() bool { return rcv.count() == 1 })
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=a", acmeToken, nil))
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=a", acmeToken, nil))
 	if len(ds.Data) != 1 {
 		t.Fatalf("%d deliveries", len(ds.Data))
 	}
@@ -347,7 +347,7 @@ func TestReplayWithEmptyEndpointListIsRefused(t *testing.T) {
 
 	st, hdr, b := g.api("POST", "/events/"+evt+"/replay", acmeToken, `{"endpoints":[]}`)
 	if st != 422 {
-		l := must[apiList[admin.Delivery]](t, st)(st, hdr, b)
+		l := must[admin.List[admin.Delivery]](t, st)(st, hdr, b)
 		var eps []string
 		for _, d := range l.Data {
 			eps = append(eps, d.Endpoint)
@@ -355,7 +355,7 @@ func TestReplayWithEmptyEndpointListIsRefused(t *testing.T) {
 		t.Fatalf(`replay with "endpoints": []: %d with new deliveries to %v; want 422 naming endpoints, nothing enqueued`, st, eps)
 	}
 	wantProblem(t, "empty endpoints", 422, "endpoints")(st, hdr, b)
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data); n != 2 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data); n != 2 {
 		t.Fatalf("%d deliveries of the event after a refused replay, want the 2 first ones", n)
 	}
 }
@@ -407,7 +407,7 @@ func TestAdminIdempotentPostToARouteWithoutPostKeepsAllow(t *testing.T) {
 // token, proxies' headers) was a 431 there at 4 KiB.
 func TestAdminHeaderBlockLimitIs16KiB(t *testing.T) {
 	g := startGateway(t, gwOptions{})
-	must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 10000)))
+	must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 10000)))
 	if st, _, b := g.api("GET", "/events", opToken, nil, "X-Pad", strings.Repeat("a", 17000)); st != 431 {
 		t.Fatalf("a 17 KB header: %d %s, want 431", st, b)
 	}

@@ -30,8 +30,8 @@ func TestEndpointAndSourceListsRefuseAnotherListsCursor(t *testing.T) {
 			t.Fatalf("ingest: %d %s", st, b)
 		}
 	}
-	evCursor := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).NextCursor
-	dlvCursor := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1", acmeToken, nil)).NextCursor
+	evCursor := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).NextCursor
+	dlvCursor := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1", acmeToken, nil)).NextCursor
 	if evCursor == "" || dlvCursor == "" {
 		t.Fatalf("no cursors to reuse: %q %q", evCursor, dlvCursor)
 	}
@@ -42,7 +42,7 @@ func TestEndpointAndSourceListsRefuseAnotherListsCursor(t *testing.T) {
 	} {
 		st, hdr, b := g.api("GET", c.path, acmeToken, nil)
 		if st == 200 {
-			l := must[apiList[admin.Endpoint]](t, 200)(st, nil, b)
+			l := must[admin.List[admin.Endpoint]](t, 200)(st, nil, b)
 			var ids []string
 			for _, ep := range l.Data {
 				ids = append(ids, ep.ID)
@@ -87,7 +87,7 @@ func TestAdminListsAreNewestFirstWithinAMillisecond(t *testing.T) {
 		return n
 	}
 	events := func() []rec {
-		l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1000", opToken, nil))
+		l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?limit=1000", opToken, nil))
 		out := make([]rec, len(l.Data))
 		for i, e := range l.Data {
 			out[i] = rec{e.ID, e.ReceivedAt}
@@ -130,9 +130,9 @@ func TestAdminListsAreNewestFirstWithinAMillisecond(t *testing.T) {
 	check("GET /events", events())
 	// The deliveries of those events (one each, to sink), likewise.
 	testsupport.WaitFor(t, 20*time.Second, "a delivery per event", func() bool {
-		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data) == len(events())
+		return len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data) == len(events())
 	})
-	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
+	dl := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
 	ds := make([]rec, len(dl.Data))
 	for i, d := range dl.Data {
 		ds[i] = rec{d.ID, d.CreatedAt}
@@ -170,7 +170,7 @@ func TestEventPageAnswerIsBoundedInBytes(t *testing.T) {
 		if len(b) > maxListAnswer {
 			t.Fatalf("one page of GET /events is a %d MiB answer (%d events of 1 MiB at limit=%d): nothing bounds a page's bytes", len(b)>>20, n, n)
 		}
-		l := must[apiList[admin.Event]](t, 200)(st, nil, b)
+		l := must[admin.List[admin.Event]](t, 200)(st, nil, b)
 		for _, ev := range l.Data {
 			seen[ev.ID]++
 		}
@@ -218,7 +218,7 @@ func TestPaginationUnderChange(t *testing.T) {
 	seen := map[string]int{}
 	cursor, pages := "", 0
 	for {
-		l := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(cursor), acmeToken, nil))
+		l := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints?limit=2&cursor="+url.QueryEscape(cursor), acmeToken, nil))
 		for _, ep := range l.Data {
 			seen[ep.ID]++
 		}
@@ -255,13 +255,13 @@ func TestPaginationUnderChange(t *testing.T) {
 			}
 			st, _, b := g.api("GET", route+sep+"limit=3&cursor="+url.QueryEscape(cursor), acmeToken, nil)
 			if route == "/events" {
-				l := must[apiList[admin.Event]](t, 200)(st, nil, b)
+				l := must[admin.List[admin.Event]](t, 200)(st, nil, b)
 				for _, e := range l.Data {
 					evSeen[e.ID]++
 				}
 				cursor = l.NextCursor
 			} else {
-				l := must[apiList[admin.Delivery]](t, 200)(st, nil, b)
+				l := must[admin.List[admin.Delivery]](t, 200)(st, nil, b)
 				for _, d := range l.Data {
 					dlvSeen[d.Event]++
 				}
@@ -295,7 +295,7 @@ func TestIdempotentAnswerSurvivesRestart(t *testing.T) {
 	if st != 201 || string(again) != string(first) || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("after restart: %d %v %s", st, hdr, again)
 	}
-	if n := len(must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data); n != 1 {
+	if n := len(must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data); n != 1 {
 		t.Fatalf("%d endpoints, want 1", n)
 	}
 }

@@ -36,7 +36,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the first deliveries", func() bool {
 		return rcv.countAt("all") == 4 && rcv.countAt("globex") == 1 &&
-			len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 2
+			len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 2
 	})
 
 	// Everything of source open, to the endpoints that match now.
@@ -52,7 +52,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the replayed deliveries", func() bool {
 		return rcv.countAt("all") == 8 && rcv.count() == 4+1+2+6 &&
-			len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 4
+			len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data) == 4
 	})
 	if rcv.countAt("globex") != 1 {
 		t.Fatal("a replay of acme's source reached globex")
@@ -68,7 +68,7 @@ func TestAdminBulkReplay(t *testing.T) {
 		t.Fatalf("replay of failed: %+v", job)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "flaky to succeed", func() bool {
-		return len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=succeeded", acmeToken, nil)).Data) == 2
+		return len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=succeeded", acmeToken, nil)).Data) == 2
 	})
 	// Now nothing there is failed any more: the same replay matches nothing.
 	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"endpoint": "flaky", "status": "failed"}))
@@ -135,7 +135,7 @@ func TestAdminRetentionPurgesOldEvents(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"old"}`), nil)
 	id := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data[0]
+	dl := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data[0]
 
 	// Retention deletes it (the sweep, run here instead of waiting a minute).
 	testsupport.WaitFor(t, 10*time.Second, "the event to pass retention", func() bool {
@@ -150,7 +150,7 @@ func TestAdminRetentionPurgesOldEvents(t *testing.T) {
 	wantProblem(t, "replay expired", 410, "")(g.api("POST", "/events/"+id+"/replay", acmeToken, nil))
 	wantProblem(t, "its delivery", 404, "")(g.api("GET", "/deliveries/"+dl.ID, acmeToken, nil))
 	wantProblem(t, "retry its delivery", 404, "")(g.api("POST", "/deliveries/"+dl.ID+"/retry", acmeToken, nil))
-	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)); len(l.Data) != 0 {
+	if l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)); len(l.Data) != 0 {
 		t.Fatalf("events after the sweep: %+v", l)
 	}
 	// A bulk replay over the purged window finds nothing to do.

@@ -77,7 +77,7 @@ func TestAdminSourcesCRUD(t *testing.T) {
 	}
 
 	// Listing and paging.
-	l := must[apiList[admin.Source]](t, 200)(g.api("GET", "/sources?limit=2", acmeToken, nil))
+	l := must[admin.List[admin.Source]](t, 200)(g.api("GET", "/sources?limit=2", acmeToken, nil))
 	if len(l.Data) != 2 || l.Data[0].ID != "gh" || l.NextCursor == "" {
 		t.Fatalf("page 1 %+v", l)
 	}
@@ -125,7 +125,7 @@ func TestAdminSourceValidation(t *testing.T) {
 			t.Fatalf("%s: the problem echoes a secret: %s", c.name, b)
 		}
 	}
-	if l := must[apiList[admin.Source]](t, 200)(g.api("GET", "/sources", opToken, nil)); len(l.Data) != 3 {
+	if l := must[admin.List[admin.Source]](t, 200)(g.api("GET", "/sources", opToken, nil)); len(l.Data) != 3 {
 		t.Fatalf("refused requests created sources: %+v", l)
 	}
 	wantProblem(t, "patch id", 422, "id")(g.api("PATCH", "/sources/open", opToken, jsonMap{"id": "x"}))

@@ -72,11 +72,11 @@ func TestAdminConsoleReads(t *testing.T) {
 	wantProblem(t, "a query the route does not take", 400, "window")(g.api("GET", "/stats?window=2h", acmeToken, nil))
 
 	// The provider's event ID, across sources, in the token's tenant.
-	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?event_id=s-2", acmeToken, nil)).Data
+	evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?event_id=s-2", acmeToken, nil)).Data
 	if len(evs) != 1 || evs[0].EventID != "s-2" {
 		t.Fatalf("events with event_id s-2: %+v", evs)
 	}
-	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?event_id=g1", acmeToken, nil)).Data; len(evs) != 0 {
+	if evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?event_id=g1", acmeToken, nil)).Data; len(evs) != 0 {
 		t.Fatalf("acme sees globex's event g1: %+v", evs)
 	}
 
@@ -87,14 +87,14 @@ func TestAdminConsoleReads(t *testing.T) {
 	}
 	globexJob := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other"}))
 	var ids []string
-	for _, j := range must[apiList[admin.Replay]](t, 200)(g.api("GET", "/replays", acmeToken, nil)).Data {
+	for _, j := range must[admin.List[admin.Replay]](t, 200)(g.api("GET", "/replays", acmeToken, nil)).Data {
 		ids = append(ids, j.ID)
 	}
 	slices.Reverse(started)
 	if !slices.Equal(ids, started) {
 		t.Fatalf("acme's replays %v, want %v (newest first, not globex's %s)", ids, started, globexJob.ID)
 	}
-	if n := len(must[apiList[admin.Replay]](t, 200)(g.api("GET", "/replays", opToken, nil)).Data); n != 3 {
+	if n := len(must[admin.List[admin.Replay]](t, 200)(g.api("GET", "/replays", opToken, nil)).Data); n != 3 {
 		t.Fatalf("the operator lists %d replays, want 3", n)
 	}
 }

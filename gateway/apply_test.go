@@ -47,7 +47,7 @@ func TestConfigApplyEndpointRemovedFromConfig(t *testing.T) {
 		t.Fatalf("ingest: %d %s", st, b)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "a failed attempt", func() bool { return rcv.countAt("gone") >= 1 })
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=gone", acmeToken, nil)).Data
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=gone", acmeToken, nil)).Data
 	if len(ds) != 1 {
 		t.Fatalf("deliveries: %+v", ds)
 	}
@@ -210,7 +210,7 @@ func TestConfigMovingAnEndpointToAnotherTenant(t *testing.T) {
 	}
 	var pending admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "the first attempt to fail", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].AttemptCount == 1 {
 			pending = ds[0]
 		}
@@ -266,7 +266,7 @@ func TestConfigRefusesTooManyEndpointsWithTheAPIs(t *testing.T) {
 	// taking an API endpoint's id over (same tenant) is one endpoint.
 	ok := "endpoints:\n  - {id: api2, tenant: acme, url: \"http://receiver.test/c1\"}\n  - {id: g1, tenant: globex, url: \"http://receiver.test/g1\"}\n  - {id: g2, tenant: globex, url: \"http://receiver.test/g2\"}\n"
 	g = startGateway(t, gwOptions{dir: g.dir, extra: ok})
-	eps := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data
+	eps := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil)).Data
 	if len(eps) != 2 {
 		t.Fatalf("acme's endpoints after the refused start and a good one: %d, want api1 and api2", len(eps))
 	}

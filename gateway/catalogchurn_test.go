@@ -71,11 +71,11 @@ func churnSetup(t *testing.T, rc *receiver) (*gw, *slowClaimStore, string) {
 	st, _, b := g.post("open", []byte(`{"id":"churn-1","type":"invoice.paid"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the first delivery to succeed", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		return len(ds) == 1 && ds[0].State == "succeeded" && rc.count() == 1
 	})
 	ss.arm("ep")
-	replayed := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, jsonMap{})).Data
+	replayed := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+evt+"/replay", acmeToken, jsonMap{})).Data
 	if len(replayed) != 1 {
 		t.Fatalf("replay made %d deliveries, want 1", len(replayed))
 	}
@@ -172,7 +172,7 @@ func TestRetryOfADeletedEndpointsDeliveryDoesNotGoToItsSuccessor(t *testing.T) {
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var dlv string
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to the first endpoint", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].State == "succeeded" {
 			dlv = ds[0].ID
 			return true
@@ -387,7 +387,7 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 			if st != 200 {
 				return true
 			}
-			var l apiList[admin.Delivery]
+			var l admin.List[admin.Delivery]
 			if json.Unmarshal(b, &l) != nil || len(l.Data) == 0 {
 				return true
 			}
@@ -448,7 +448,7 @@ func TestCatalogChurnUnderLoad(t *testing.T) {
 	settled := func() []admin.Delivery {
 		var live []admin.Delivery
 		for _, st := range []string{"pending", "delivering"} {
-			l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=100&status="+st, acmeToken, nil))
+			l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=100&status="+st, acmeToken, nil))
 			live = append(live, l.Data...)
 		}
 		return live

@@ -58,7 +58,7 @@ func dpDeliveryOf(t *testing.T, g *gw, ev, ep string) string {
 	t.Helper()
 	var id string
 	testsupport.WaitFor(t, 10*time.Second, "the delivery of "+ev+" to "+ep, func() bool {
-		l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ev+"&endpoint="+ep, opToken, nil))
+		l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ev+"&endpoint="+ep, opToken, nil))
 		if len(l.Data) > 0 {
 			id = l.Data[0].ID
 			return true
@@ -71,7 +71,7 @@ func dpDeliveryOf(t *testing.T, g *gw, ev, ep string) string {
 // dpDeliveries lists the deliveries of an event, by endpoint.
 func dpDeliveries(t *testing.T, g *gw, ev string) map[string]admin.Delivery {
 	t.Helper()
-	l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ev, opToken, nil))
+	l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ev, opToken, nil))
 	m := map[string]admin.Delivery{}
 	for _, d := range l.Data {
 		m[d.Endpoint] = d
@@ -622,7 +622,7 @@ func TestManualRetryWhileRetryAfterHoldIsSentNow(t *testing.T) {
 	must[jsonMap](t, 202)(g.post("open", []byte(`{"id":"held-retry","type":"t.x"}`), nil))
 	var id string
 	testsupport.WaitFor(t, 5*time.Second, "the 503 recorded", func() bool {
-		l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=e1", acmeToken, nil))
+		l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=e1", acmeToken, nil))
 		if len(l.Data) == 1 && l.Data[0].AttemptCount == 1 && l.Data[0].State == "pending" {
 			id = l.Data[0].ID
 			return true

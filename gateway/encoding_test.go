@@ -46,7 +46,7 @@ func TestCompressedBodiesAreRefused(t *testing.T) {
 			t.Fatalf("%s: problem type %q", tc.name, p.Type)
 		}
 	}
-	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil)); len(evs.Data) != 0 {
+	if evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil)); len(evs.Data) != 0 {
 		t.Fatalf("%d events stored from refused requests", len(evs.Data))
 	}
 

@@ -58,7 +58,7 @@ func TestProviderRetryInWindowAfterRestart(t *testing.T) {
 	if n := rcv.count(); n != 2 {
 		t.Fatalf("%d requests at the receiver, want 2 (the event once, the barrier)", n)
 	}
-	if l := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=open", acmeToken, nil)); len(l.Data) != 2 {
+	if l := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?source=open", acmeToken, nil)); len(l.Data) != 2 {
 		t.Fatalf("%d events, want 2", len(l.Data))
 	}
 }
@@ -80,7 +80,7 @@ func TestDedupeWindowOutlivesRetention(t *testing.T) {
 	}
 	id := answerEventID(t, first)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	dl := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data
+	dl := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data
 	testsupport.WaitFor(t, 10*time.Second, "succeeded", func() bool {
 		return must[admin.Delivery](t, 200)(g.api("GET", "/deliveries/"+dl[0].ID, acmeToken, nil)).State == "succeeded"
 	})

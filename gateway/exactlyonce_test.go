@@ -437,7 +437,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 			if err != nil || st != 200 {
 				continue
 			}
-			var l apiList[admin.Delivery]
+			var l admin.List[admin.Delivery]
 			_ = json.Unmarshal(b, &l)
 			if len(l.Data) == 0 {
 				continue
@@ -587,7 +587,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 		if err != nil || st != 200 {
 			return fmt.Sprintf("deliveries: %d %s %v", st, b, err)
 		}
-		var l apiList[admin.Delivery]
+		var l admin.List[admin.Delivery]
 		_ = json.Unmarshal(b, &l)
 		for _, d := range l.Data {
 			if d.State == "failed" {
@@ -748,7 +748,7 @@ func TestExactlyOnceUnderProductionChaos(t *testing.T) {
 		if st != 200 {
 			continue
 		}
-		var l apiList[admin.Delivery]
+		var l admin.List[admin.Delivery]
 		_ = json.Unmarshal(b, &l)
 		for _, d := range l.Data {
 			want := storage.IdempotencyKey(tenantOf(ev.source), ev.source, ev.eid)
@@ -1013,7 +1013,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 	// one to g where g's delivery failed (the 410).
 	for _, ev := range evs {
 		for _, id := range ev.gwIDs {
-			l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, opToken, nil))
+			l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, opToken, nil))
 			per := map[string]int{}
 			failed := 0
 			for _, d := range l.Data {
@@ -1028,7 +1028,7 @@ func TestExactlyOnceAcrossDedupeExpiryGoneAndRestart(t *testing.T) {
 		}
 	}
 	// Every delivery of every stored event carries the logical event's key.
-	l := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
+	l := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil))
 	for _, d := range l.Data {
 		if keyOf[d.IdempotencyKey] == nil {
 			t.Errorf("delivery %s of %s: key %s of no event", d.ID, d.Event, d.IdempotencyKey)

@@ -494,7 +494,7 @@ func TestFaultStoreAdminWrites(t *testing.T) {
 	if st != 409 || hdr.Get("Retry-After") == "" {
 		t.Fatalf("retry of an executed request whose answer was not stored: %d Retry-After=%q %s; want 409", st, hdr.Get("Retry-After"), b)
 	}
-	eps := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", opToken, nil))
+	eps := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", opToken, nil))
 	if len(eps.Data) != 2 {
 		t.Fatalf("%d endpoints, want ep and k2 once", len(eps.Data))
 	}

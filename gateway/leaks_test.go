@@ -71,7 +71,7 @@ func TestLogsAndMetricsCarryNoPayloadOrCredential(t *testing.T) {
 
 	// Every acme event reaches ok-ep, fails for good at the other two.
 	testsupport.WaitFor(t, 20*time.Second, "deliveries to end", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?limit=1000", opToken, nil)).Data
 		done := 0
 		for _, d := range ds {
 			if d.State == "succeeded" || d.State == "failed" {

@@ -68,7 +68,7 @@ func TestManageRotateTwiceWhileRetrying(t *testing.T) {
 	for _, s := range []string{s0, s1, s2} {
 		verifySW(t, s, got.body, got.header)
 	}
-	list := must[apiList[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
+	list := must[admin.List[admin.Endpoint]](t, 200)(g.api("GET", "/endpoints", acmeToken, nil))
 	for _, ep := range list.Data {
 		if ep.ID == "ep" && ep.Secret != s2 {
 			t.Fatalf("list shows secret %q, want the newest", ep.Secret)

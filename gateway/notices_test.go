@@ -106,7 +106,7 @@ func TestOperationalEventsOfAGoneEndpoint(t *testing.T) {
 		t.Fatalf("gone answered 410 and is not disabled: %+v", ep)
 	}
 
-	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=hookgate", acmeToken, nil))
+	evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?source=hookgate", acmeToken, nil))
 	var types []string
 	for _, ev := range evs.Data {
 		types = append(types, ev.Type)
@@ -118,7 +118,7 @@ func TestOperationalEventsOfAGoneEndpoint(t *testing.T) {
 	if !slices.Equal(types, []string{outbound.NoticeDeliveryFailed, outbound.NoticeEndpointDisabled}) {
 		t.Fatalf("acme lists operational events %v", types)
 	}
-	if n := len(must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=hookgate", globexScopedToken, nil)).Data); n != 0 {
+	if n := len(must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?source=hookgate", globexScopedToken, nil)).Data); n != 0 {
 		t.Errorf("globex lists %d of acme's operational events", n)
 	}
 	id := evs.Data[0].ID
@@ -170,9 +170,9 @@ func TestOperationalEventsDoNotLoop(t *testing.T) {
 			testsupport.WaitFor(t, 30*time.Second, "every delivery to be final", func() bool {
 				live := 0
 				for _, st := range []string{"pending", "delivering"} {
-					live += len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status="+st, opToken, nil)).Data)
+					live += len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status="+st, opToken, nil)).Data)
 				}
-				failed := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed", opToken, nil)).Data
+				failed := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed", opToken, nil)).Data
 				return live == 0 && len(failed) >= 2 // flaky's, and the notice's to the failing one
 			})
 			ps := notices(t, rcv, "ops")
@@ -185,7 +185,7 @@ func TestOperationalEventsDoNotLoop(t *testing.T) {
 					t.Fatalf("ops got another operational event: %+v", p)
 				}
 			}
-			evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?source=hookgate", opToken, nil)).Data
+			evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?source=hookgate", opToken, nil)).Data
 			var failed, circuit int
 			for _, ev := range evs {
 				var p outbound.NoticePayload

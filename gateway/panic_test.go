@@ -55,7 +55,7 @@ func TestHandlerPanicIsA500(t *testing.T) {
 	if st != 202 || hdr.Get(inbound.HeaderReplayed) != "true" {
 		t.Fatalf("the provider's retry: %d (replayed %q) %s; want the stored 202", st, hdr.Get(inbound.HeaderReplayed), b)
 	}
-	if evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 1 {
+	if evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data; len(evs) != 1 {
 		t.Fatalf("%d events, want the one stored before the panic", len(evs))
 	}
 }

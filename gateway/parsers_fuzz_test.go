@@ -305,7 +305,7 @@ func FuzzAdminAuthorization(f *testing.F) {
 		bearer := strings.EqualFold(scheme, "bearer")
 		switch resp.StatusCode {
 		case 200:
-			var l apiList[admin.Source]
+			var l admin.List[admin.Source]
 			if err := json.Unmarshal(b, &l); err != nil {
 				t.Fatalf("%q: 200 %s", h, b)
 			}

@@ -93,7 +93,7 @@ func TestFailedRegistryReloadIsDoneAgain(t *testing.T) {
 		if st, _, b := g.post("open", []byte(`{"id":"`+id+`","type":"t"}`), nil); st != 202 {
 			t.Fatalf("ingest: %d %s", st, b)
 		}
-		evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).Data
+		evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events?limit=1", acmeToken, nil)).Data
 		return len(evs) == 1 && evs[0].EventID == id && len(deliveriesOf(t, g.Store(), evs[0].ID)) == 0
 	})
 }

@@ -189,7 +189,7 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 	ev := must[admin.Event](t, 200)(g.api("GET", "/events/"+ids[0], acmeToken, nil))
 	var d admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "the rs delivery", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=rs&event="+ids[0], acmeToken, nil))
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=rs&event="+ids[0], acmeToken, nil))
 		if len(ds.Data) == 1 {
 			d = ds.Data[0]
 		}
@@ -218,7 +218,7 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 			t.Fatalf("attempt %d missing: %+v", i+1, *d.Attempts)
 		}
 	}
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed&endpoint=rs", acmeToken, nil)).Data); n != 1 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?status=failed&endpoint=rs", acmeToken, nil)).Data); n != 1 {
 		t.Fatalf("status=failed lists %d", n)
 	}
 	rcv.failAt("rs", false)
@@ -232,7 +232,7 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the resend", func() bool { return rcv.countAt("rs") == 6 })
 	d = waitDeliveryState(t, g, d.ID, "succeeded")
 	// A replay: new delivery, attempt 1, same key.
-	rp := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, jsonMap{"endpoints": []string{"rs"}}))
+	rp := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, jsonMap{"endpoints": []string{"rs"}}))
 	if len(rp.Data) != 1 || rp.Data[0].ID == d.ID || rp.Data[0].IdempotencyKey != ev.IdempotencyKey {
 		t.Fatalf("replay: %+v", rp)
 	}
@@ -254,7 +254,7 @@ func TestRetryEveryStateKeepsKeyAndNumbers(t *testing.T) {
 	must[jsonMap](t, 200)(g.api("PATCH", "/endpoints/rs", acmeToken, jsonMap{"disabled": true}))
 	wantProblem(t, "retry to a disabled endpoint", 409, "-")(g.api("POST", "/deliveries/"+d.ID+"/retry", acmeToken, nil))
 	wantProblem(t, "replay to a disabled endpoint", 409, "endpoints[0]")(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, jsonMap{"endpoints": []string{"rs"}}))
-	dflt := must[apiList[admin.Delivery]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, nil))
+	dflt := must[admin.List[admin.Delivery]](t, 202)(g.api("POST", "/events/"+ids[0]+"/replay", acmeToken, nil))
 	if len(dflt.Data) != 1 || dflt.Data[0].Endpoint != "rs2" {
 		t.Fatalf("default replay with rs disabled: %+v", dflt)
 	}
@@ -279,7 +279,7 @@ func TestRetryOfPendingAndDeliveringDeliveries(t *testing.T) {
 	ids := ingestN(t, g, "pl", 1)
 	var d admin.Delivery
 	testsupport.WaitFor(t, 10*time.Second, "the first failure", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=pl", acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=pl", acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].AttemptCount == 1 && ds[0].State == "pending" {
 			d = ds[0]
 			return true
@@ -306,7 +306,7 @@ func TestRetryOfPendingAndDeliveringDeliveries(t *testing.T) {
 	held.waitHit(t)
 	var hdv admin.Delivery
 	testsupport.WaitFor(t, 5*time.Second, "the delivering state", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=hd", acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=hd", acmeToken, nil)).Data
 		if len(ds) == 1 {
 			hdv = ds[0]
 		}
@@ -347,7 +347,7 @@ func TestReplayIdempotencyKeyAnswers(t *testing.T) {
 	if st1 != 202 || st2 != 202 || string(b1) != string(b2) || h2.Get("Idempotent-Replayed") != "true" || h1.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("first %d %s %v; second %d %s %v", st1, b1, h1, st2, b2, h2)
 	}
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 3 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 3 {
 		t.Fatalf("%d deliveries, want 3", n)
 	}
 	p := wantProblem(t, "same key, other body", 422, "-")(g.api("POST", path, acmeToken, jsonMap{"endpoints": []string{"ik2"}}, "Idempotency-Key", "rk"))
@@ -355,9 +355,9 @@ func TestReplayIdempotencyKeyAnswers(t *testing.T) {
 		t.Fatalf("type %s", p.Type)
 	}
 	wantProblem(t, "same key, other event", 422, "-")(g.api("POST", "/events/"+ids[1]+"/replay", acmeToken, body, "Idempotency-Key", "rk"))
-	wantProblem(t, "same key, a retry", 422, "-")(g.api("POST", "/deliveries/"+must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil)).Data[0].ID+"/retry", acmeToken, nil, "Idempotency-Key", "rk"))
+	wantProblem(t, "same key, a retry", 422, "-")(g.api("POST", "/deliveries/"+must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[1], acmeToken, nil)).Data[0].ID+"/retry", acmeToken, nil, "Idempotency-Key", "rk"))
 	// Another tenant's scope: the same key is free there.
-	must[apiList[admin.Delivery]](t, 202)(g.api("POST", path, opToken, body, "Idempotency-Key", "rk"))
+	must[admin.List[admin.Delivery]](t, 202)(g.api("POST", path, opToken, body, "Idempotency-Key", "rk"))
 
 	// Bulk: one job per key use.
 	jb := jsonMap{"endpoint": "ik2", "status": "succeeded"}
@@ -426,7 +426,7 @@ func TestReplaySameKeyInProgressIs409(t *testing.T) {
 		t.Fatalf("after: %d %s (first %s)", st, b2, b1)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the original and the replay", func() bool { return rcv.countAt("ip") == 2 })
-	if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 2 {
+	if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+ids[0], acmeToken, nil)).Data); n != 2 {
 		t.Fatalf("%d deliveries, want 2", n)
 	}
 }
@@ -492,7 +492,7 @@ func TestBulkReplayWindowAfterCreationCompletesEmpty(t *testing.T) {
 		t.Fatalf("job %+v", job)
 	}
 	// since == until == an event's received_at: exactly that event.
-	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
+	evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", acmeToken, nil)).Data
 	at := evs[1].ReceivedAt
 	job = must[admin.Replay](t, 202)(g.api("POST", "/replays", acmeToken, jsonMap{"since": at, "until": at}))
 	job = waitReplay(t, g, acmeToken, job.ID)

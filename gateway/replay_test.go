@@ -67,12 +67,12 @@ func TestReplayResumesAfterRestart(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the resumed replay's deliveries", func() bool { return rcv.count() == 8 })
 	for _, id := range ids[:3] { // the oldest three, which the cursor had not reached
-		if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 2 {
+		if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 2 {
 			t.Fatalf("event %s has %d deliveries, want 2", id, n)
 		}
 	}
 	for _, id := range ids[3:] {
-		if n := len(must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 1 {
+		if n := len(must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+id, acmeToken, nil)).Data); n != 1 {
 			t.Fatalf("event %s has %d deliveries, want 1 (done before the restart)", id, n)
 		}
 	}
@@ -576,7 +576,7 @@ func TestStatusReplayDoesNotSendTheDeletedEndpointsFailuresToItsSuccessor(t *tes
 	st, _, b := g.post("open", []byte(`{"id":"inv-1","type":"invoice.paid"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery to the first endpoint to fail", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		return len(ds) == 1 && ds[0].State == "failed"
 	})
 	if st, _, b := g.api("DELETE", "/endpoints/billing", acmeToken, nil); st != 204 {

@@ -55,7 +55,7 @@ func TestClaimOfADeadProcessIsReleasedAfterTheEndpointTimeoutWasLowered(t *testi
 
 	// The process dies with the attempt in flight, and is started again.
 	g = g.restart(gwOptions{grace: 300 * time.Millisecond})
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=slow", acmeToken, nil)).Data
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=slow", acmeToken, nil)).Data
 	if len(ds) != 1 {
 		t.Fatalf("%d deliveries, want 1", len(ds))
 	}
@@ -100,7 +100,7 @@ func TestClaimOfADeadProcessIsReleasedWhenTheEndpointTimeoutIsBelowTheDefault(t 
 	deadline := time.Now().Add(10 * time.Second)
 	for hits.Load() < 2 {
 		if time.Now().After(deadline) {
-			ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=quick", acmeToken, nil)).Data
+			ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=quick", acmeToken, nil)).Data
 			t.Fatalf("10s after the restart the delivery claimed by the dead process was not sent again (%d attempt(s) seen); deliveries: %+v",
 				hits.Load(), ds)
 		}

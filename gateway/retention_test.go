@@ -35,7 +35,7 @@ func TestLoweredRetentionDoesNotDeleteAStoredEndpointsDeliveriesMidRetry(t *test
 	if st != 202 {
 		t.Fatalf("ingest: %d %s", st, body)
 	}
-	evs := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=api-ep", opToken, nil))
+	evs := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=api-ep", opToken, nil))
 	if len(evs.Data) != 1 {
 		t.Fatalf("deliveries: %+v", evs.Data)
 	}

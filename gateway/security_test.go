@@ -77,7 +77,7 @@ func TestSecurityAdminTokens(t *testing.T) {
 	st, _, b := g.post("open", []byte(`{"id":"e1"}`), nil)
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "the delivery", func() bool { return rcv.count() == 1 })
-	dlv := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data[0].ID
+	dlv := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data[0].ID
 	rpl := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "open", "status": "cancelled"})).ID
 	before := must[admin.Endpoint](t, 200)(g.api("GET", "/endpoints/ep", opToken, nil))
 
@@ -154,7 +154,7 @@ func TestSecurityTenantIsolationGaps(t *testing.T) {
 	st, _, b = g.post("open", []byte(`{"id":"a1"}`), nil)
 	aEvt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	testsupport.WaitFor(t, 10*time.Second, "both deliveries", func() bool { return rcv.count() == 2 })
-	gDlv := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+gEvt, opToken, nil)).Data[0].ID
+	gDlv := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+gEvt, opToken, nil)).Data[0].ID
 	gRpl := must[admin.Replay](t, 202)(g.api("POST", "/replays", opToken, jsonMap{"source": "other", "status": "cancelled"})).ID
 
 	now := time.Now()
@@ -314,17 +314,17 @@ endpoints:
 	keep("publish", 202)(g.api("POST", "/events", acmeToken, jsonMap{"source": "open", "type": "t", "payload": jsonMap{"id": "p1"}}))
 	testsupport.WaitFor(t, 10*time.Second, "failed attempts and deliveries", func() bool {
 		failed := map[string]bool{}
-		for _, d := range must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
+		for _, d := range must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
 			if d.AttemptCount >= 2 && d.State != "succeeded" {
 				failed[d.Endpoint] = true
 			}
 		}
 		return failed["failing"] && failed["leaky-url"] && rcv.countAt("api") >= 1 && rcv.countAt("ep") >= 1
 	})
-	for _, d := range must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
+	for _, d := range must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries", opToken, nil)).Data {
 		keep("delivery", 200)(g.api("GET", "/deliveries/"+d.ID, opToken, nil))
 	}
-	evs := must[apiList[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil))
+	evs := must[admin.List[admin.Event]](t, 200)(g.api("GET", "/events", opToken, nil))
 	for _, ev := range evs.Data {
 		for name := range ev.Headers {
 			if n := strings.ToLower(name); n == "authorization" || n == "cookie" {
@@ -444,7 +444,7 @@ endpoints:
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var ds []admin.Delivery
 	testsupport.WaitFor(t, 15*time.Second, "every delivery to fail", func() bool {
-		ds = must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data
+		ds = must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, opToken, nil)).Data
 		for _, d := range ds {
 			if d.State != "failed" {
 				return false

@@ -226,7 +226,7 @@ endpoints:
 	// Restart, then retry.
 	g = g.restart(gwOptions{extra: extra})
 	testsupport.WaitFor(t, 5*time.Second, "settled", func() bool {
-		d := must[apiList[jsonMap]](t, 200)(g.api("GET", "/deliveries?status=pending", opToken, nil))
+		d := must[admin.List[jsonMap]](t, 200)(g.api("GET", "/deliveries?status=pending", opToken, nil))
 		return len(d.Data) == 0
 	})
 	must[jsonMap](t, 202)(g.api("POST", "/deliveries/"+dlv+"/retry", opToken, nil))

@@ -34,7 +34,7 @@ func TestRetryRefusesAnEndpointIDTakenByAnotherTenant(t *testing.T) {
 	evt := must[jsonMap](t, 202)(st, nil, b)["id"].(string)
 	var dlv string
 	testsupport.WaitFor(t, 10*time.Second, "acme's delivery to succeed", func() bool {
-		ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+		ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 		if len(ds) == 1 && ds[0].State == "succeeded" {
 			dlv = ds[0].ID
 			return true
@@ -146,7 +146,7 @@ func TestDeleteEndpointWaitsForIngestsInFlight(t *testing.T) {
 	if st := <-deleted; st != 204 {
 		t.Fatalf("delete: %d", st)
 	}
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?event="+evt, acmeToken, nil)).Data
 	if len(ds) != 1 || ds[0].State != "cancelled" {
 		t.Fatalf("deliveries of the racing event %+v, want one, cancelled by the delete", ds)
 	}
@@ -229,7 +229,7 @@ func TestSourceFilterNeverCrossesTenantsWhenASourceIDIsReused(t *testing.T) {
 	if n := rcv.byPath()["/acme"]; n != 1 {
 		t.Fatalf("acme's endpoint got %d deliveries; want only acme's own event", n)
 	}
-	ds := must[apiList[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=acme-filtered", opToken, nil)).Data
+	ds := must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=acme-filtered", opToken, nil)).Data
 	if len(ds) != 1 {
 		t.Fatalf("acme-filtered has %d deliveries; want 1", len(ds))
 	}
