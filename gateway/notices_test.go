@@ -230,3 +230,39 @@ func TestOperationalEventsOfAnOperatorsChange(t *testing.T) {
 		t.Errorf("the endpoint got %d operational events about itself", n)
 	}
 }
+
+// A circuit opened by failures is told once (endpoint.disabled, reason
+// circuit); an operator's retry that closes it is the recovery
+// (endpoint.recovered, reason operator), told once too.
+func TestOperationalEventsOfACircuitAnOperatorCloses(t *testing.T) {
+	t.Parallel()
+	g, rcv := noticeGateway(t)
+	for i := range 3 { // two attempts each: the fifth failure in a row opens the circuit
+		must[jsonMap](t, 202)(g.post("open", fmt.Appendf(nil, `{"id":"c%d","type":"b"}`, i), nil))
+	}
+	testsupport.WaitFor(t, 20*time.Second, "flaky's circuit opening at ops", func() bool {
+		return countType(notices(t, rcv, "ops"), outbound.NoticeEndpointDisabled) == 1
+	})
+	var failed []admin.Delivery
+	testsupport.WaitFor(t, 10*time.Second, "a failed delivery of flaky", func() bool {
+		failed = must[admin.List[admin.Delivery]](t, 200)(g.api("GET", "/deliveries?endpoint=flaky&status=failed", acmeToken, nil)).Data
+		return len(failed) > 0
+	})
+	rcv.failAt("flaky", false)
+	must[jsonMap](t, 202)(g.api("POST", "/deliveries/"+failed[0].ID+"/retry", acmeToken, nil))
+	testsupport.WaitFor(t, 10*time.Second, "flaky's recovery at ops", func() bool {
+		return countType(notices(t, rcv, "ops"), outbound.NoticeEndpointRecovered) == 1
+	})
+	for _, p := range notices(t, rcv, "ops") {
+		switch {
+		case p.Type == outbound.NoticeDeliveryFailed:
+		case p.Type == outbound.NoticeEndpointDisabled && p.Endpoint == "flaky" && p.Reason == outbound.ReasonCircuit && p.Until != "":
+		case p.Type == outbound.NoticeEndpointRecovered && p.Endpoint == "flaky" && p.Reason == outbound.ReasonOperator:
+		default:
+			t.Errorf("ops got %+v", p)
+		}
+	}
+	if n := countType(notices(t, rcv, "ops"), outbound.NoticeEndpointDisabled); n != 1 {
+		t.Errorf("%d endpoint.disabled, want 1", n)
+	}
+}

@@ -367,22 +367,48 @@ func (d *Dispatcher) removeLocked(id string) {
 // is open after failures. The operator says the receiver is back, as a
 // re-enable does: the circuit closes, the hold ends, and the endpoint's
 // other due deliveries go out with it.
+//
+// An open circuit closed so is the endpoint's recovery: it raises
+// hookgate.endpoint.recovered, reason operator (its success would not: the
+// circuit is closed by then).
 func (d *Dispatcher) RetryNow(endpointID string) {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if l, ok := d.endpoints[endpointID]; ok {
+	l, ok := d.endpoints[endpointID]
+	var ep storage.Endpoint
+	wasOpen := false
+	if ok {
 		l.mu.Lock()
+		ep, wasOpen = l.ep, l.circuit.state != circuitClosed
 		l.resume()
 		l.mu.Unlock()
 		l.poke()
 	}
+	d.mu.RUnlock()
 	if d.cfg.Gates != nil {
 		ctx, cancel := d.writeContext()
-		defer cancel()
-		if err := d.cfg.Gates.ResumeEndpoint(ctx, endpointID); err != nil {
+		var err error
+		wasOpen, err = d.cfg.Gates.ResumeEndpoint(ctx, endpointID)
+		cancel()
+		if err != nil {
 			d.log.Error("resume the endpoint for every gateway", "endpoint", endpointID, "err", err)
 		}
 	}
+	if !ok || !wasOpen {
+		return
+	}
+	ctx, cancel := d.writeContext()
+	defer cancel()
+	// Stored with an unchanged endpoint: the write that carries a notice
+	// outside an outcome.
+	n := d.EndpointNotice(ep, NoticeEndpointRecovered, ReasonOperator, d.cfg.Now())
+	if n == nil {
+		return
+	}
+	if _, err := d.cfg.Store.ChangeEndpoint(ctx, endpointID, func(*storage.Endpoint) (*storage.Notice, error) { return n, nil }); err != nil {
+		d.log.Error("store the endpoint's recovery", "endpoint", endpointID, "err", err)
+		return
+	}
+	d.NotifyNotice(n)
 }
 
 // Pause is an endpoint's pause as this gateway sees it: "closed" when it

@@ -106,8 +106,10 @@ type Gates interface {
 	// jobs count for the circuit through Outcome.Circuit.
 	ClaimGated(ctx context.Context, endpoint string, now time.Time, limit int, lease time.Duration, policy CircuitPolicy) ([]Job, GateWait, error)
 	// ResumeEndpoint closes an endpoint's circuit and ends its receiver's
-	// pause: an operator says the receiver is back.
-	ResumeEndpoint(ctx context.Context, endpoint string) error
+	// pause: an operator says the receiver is back. wasOpen reports
+	// whether the circuit was open (or half-open) before: its recovery is
+	// then the operator's.
+	ResumeEndpoint(ctx context.Context, endpoint string) (wasOpen bool, err error)
 }
 
 // CircuitPolicy is how an endpoint's circuit breaker opens and cools down.

@@ -178,16 +178,22 @@ func (db *DB) ClaimGated(ctx context.Context, endpoint string, now time.Time, li
 }
 
 // ResumeEndpoint closes an endpoint's circuit and ends its receiver's
-// pause, for every gateway.
-func (db *DB) ResumeEndpoint(ctx context.Context, endpoint string) error {
+// pause, for every gateway, and reports whether the circuit was open.
+func (db *DB) ResumeEndpoint(ctx context.Context, endpoint string) (wasOpen bool, err error) {
 	if err := db.check(); err != nil {
-		return err
+		return false, err
 	}
-	_, err := db.pool.Exec(ctx, `WITH g AS (
+	err = db.pool.QueryRow(ctx, `WITH old AS (
+		SELECT endpoint, open_until IS NOT NULL OR probe IS NOT NULL AS was_open
+		FROM endpoint_gates WHERE endpoint = $1 FOR UPDATE
+	), g AS (
 		UPDATE endpoint_gates SET failures = 0, open_until = NULL, cool = 0, probe = NULL, probe_until = NULL
-		WHERE endpoint = $1
-	) DELETE FROM endpoint_holds WHERE endpoint = $1`, endpoint)
-	return db.fail("resume an endpoint", err)
+		FROM old WHERE endpoint_gates.endpoint = old.endpoint
+		RETURNING old.was_open
+	), h AS (
+		DELETE FROM endpoint_holds WHERE endpoint = $1
+	) SELECT coalesce(bool_or(was_open), false) FROM g`, endpoint).Scan(&wasOpen)
+	return wasOpen, db.fail("resume an endpoint", err)
 }
 
 // circuitSQL counts an attempt's outcome ($ok, ended at $end) for the

@@ -148,6 +148,13 @@ func testGatedReleasedProbe(t *testing.T, o Opener) {
 	if other := take(b, "ep", half, 10); len(other) != 1 {
 		t.Fatalf("after the probe was released another gateway's claim took %d, want one probe", len(other))
 	}
+	// An operator's resume of the half-open circuit is its recovery, once.
+	if wasOpen := must(a.ResumeEndpoint(ctx, "ep")); !wasOpen {
+		t.Fatal("ResumeEndpoint of a half-open circuit says it was not open")
+	}
+	if wasOpen := must(b.ResumeEndpoint(ctx, "ep")); wasOpen {
+		t.Fatal("a second ResumeEndpoint says the circuit was open again")
+	}
 }
 
 // A receiver's pause, written with one gateway's outcome, holds every
@@ -166,7 +173,9 @@ func testGatedHoldIsShared(t *testing.T, o Opener) {
 	if jobs, wait := must2(b.ClaimGated(ctx, "ep", now.Add(time.Second), 10, time.Minute, gatePolicy)); len(jobs) != 0 || !wait.Paused || !wait.Until.Equal(until) {
 		t.Fatalf("the other gateway's claim during the pause: %d jobs, wait %+v; want none, paused until %v", len(jobs), wait, until)
 	}
-	ok(b.ResumeEndpoint(ctx, "ep"))
+	if wasOpen := must(b.ResumeEndpoint(ctx, "ep")); wasOpen {
+		t.Fatal("ResumeEndpoint of a receiver's pause says the circuit was open")
+	}
 	if jobs := take(a, "ep", now.Add(time.Second), 10); len(jobs) != 3 {
 		t.Fatalf("after an operator's resume the claim took %d, want the 3 due", len(jobs))
 	}
