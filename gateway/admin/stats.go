@@ -2,6 +2,7 @@ package admin
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/gofiber/fiber/v2"
@@ -103,7 +104,9 @@ func (a *API) listReplays(c *fiber.Ctx) error {
 		return err
 	}
 	p := who(c)
-	var jobs []storage.ReplayJob
+	// Running ones first: a job that ends between two reads is found
+	// again among the ended ones (and kept once, as ended), never missed.
+	byID := map[string]storage.ReplayJob{}
 	for _, st := range []storage.ReplayState{storage.ReplayRunning, storage.ReplayCompleted, storage.ReplayFailed} {
 		js, err := a.d.Store.ListReplays(c.UserContext(), st)
 		if err != nil {
@@ -111,10 +114,11 @@ func (a *API) listReplays(c *fiber.Ctx) error {
 		}
 		for _, j := range js {
 			if p.sees(j.Tenant) {
-				jobs = append(jobs, j)
+				byID[j.ID] = j
 			}
 		}
 	}
+	jobs := slices.Collect(maps.Values(byID))
 	slices.SortFunc(jobs, func(x, y storage.ReplayJob) int {
 		return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), cmp.Compare(y.ID, x.ID))
 	})
