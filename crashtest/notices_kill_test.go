@@ -14,7 +14,8 @@ import (
 )
 
 // Endpoints answering 410 one after another, the gateway SIGKILLed while
-// their disables are being written: after the restart every endpoint is
+// their disables are being written: after the restart (and a second
+// event, for an endpoint whose disable the kill cut) every endpoint is
 // disabled, and each has exactly one hookgate.endpoint.disabled, stored
 // and delivered to the tenant's subscriber (a redelivery carries the same
 // Idempotency-Key). The disable and its operational event are one store
@@ -107,6 +108,14 @@ func TestKillWhileEndpointsAreDisabledLosesNoOperationalEvent(t *testing.T) {
 			}
 		}
 		return k
+	}
+	// A 410 whose delivery's failure was stored but whose disable the kill
+	// cut (two writes: the outcome, then the disable with its event) left
+	// its endpoint enabled, with no event: a second event finds it gone again.
+	st, b, _, err = adminCall(sup.client, http.MethodPost, sup.adminURL+"/api/v1/events",
+		map[string]any{"source": sourceID, "type": "g", "event_id": "g2", "payload": map[string]any{"type": "g"}}, nil)
+	if err != nil || st != http.StatusAccepted {
+		t.Fatalf("publish again: %d %s %v", st, b, err)
 	}
 	waitUntil(t, 60*time.Second, "every gone endpoint disabled", func() bool { return disabled() == n })
 	waitUntil(t, 30*time.Second, "an endpoint.disabled of each at ops", func() bool { mu.Lock(); defer mu.Unlock(); return len(ops) == n })
