@@ -305,7 +305,7 @@ func TestEventViewLeadsToEveryDelivery(t *testing.T) {
 	for i := range eps {
 		eps[i] = storage.Endpoint{ID: "gone", Tenant: "acme"}
 	}
-	if err := g.Store().Enqueue(context.Background(), inbound.NewDeliveries(&ev, eps, time.Now().UTC())); err != nil {
+	if err := g.Store().Enqueue(context.Background(), storage.NewDeliveries(&ev, eps, time.Now().UTC())); err != nil {
 		t.Fatal(err)
 	}
 	v := must[admin.Event](t, 200)(g.api("GET", "/events/"+evt, acmeToken, nil))

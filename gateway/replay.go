@@ -295,7 +295,7 @@ func (r *replayRunner) step(ctx context.Context, job *storage.ReplayJob) error {
 		if err != nil {
 			return err // listed again next time
 		}
-		batch[i] = replayed{event: evs[i].ID, ds: inbound.NewDeliveries(&evs[i], eps, now), chosen: map[string]time.Time{}}
+		batch[i] = replayed{event: evs[i].ID, ds: storage.NewDeliveries(&evs[i], eps, now), chosen: map[string]time.Time{}}
 		for _, ep := range eps {
 			batch[i].chosen[ep.ID] = ep.CreatedAt
 		}

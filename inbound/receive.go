@@ -187,7 +187,7 @@ func (a *Receiver) Receive(ctx context.Context, src *Source, endpoints []storage
 		BodyHash:    sha256.Sum256(in.Body),
 		DedupeUntil: now.Add(cmp.Or(a.DedupeTTL, DefaultDedupeTTL)),
 		Event:       ev,
-		Deliveries:  NewDeliveries(&ev, Subscribers(endpoints, src.Tenant, src.ID, typ), now),
+		Deliveries:  storage.NewDeliveries(&ev, Subscribers(endpoints, src.Tenant, src.ID, typ), now),
 		Response:    storage.Response{Status: 202, Body: acceptedBody(ev.ID, eventID)},
 	}
 	reserved := a.reserve(req.Deliveries, now)
@@ -336,20 +336,4 @@ func Subscribes(ep *storage.Endpoint, source, typ string) bool {
 		}
 	}
 	return false
-}
-
-// NewDeliveries builds one pending delivery of ev per endpoint, due now.
-func NewDeliveries(ev *storage.Event, endpoints []storage.Endpoint, now time.Time) []storage.Delivery {
-	if len(endpoints) == 0 {
-		return nil
-	}
-	ds := make([]storage.Delivery, len(endpoints))
-	for i, ep := range endpoints {
-		ds[i] = storage.Delivery{
-			ID: storage.NewID("dlv_", now), Event: ev.ID, Tenant: ev.Tenant, Endpoint: ep.ID,
-			IdempotencyKey: ev.IdempotencyKey, State: storage.StatePending,
-			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
-		}
-	}
-	return ds
 }

@@ -197,6 +197,13 @@ type Dispatcher struct {
 	mu        sync.RWMutex
 	state     lifecycle
 	endpoints map[string]*endpointLoop
+	// subsMu guards subs, the loops of the endpoints that may receive
+	// operational events, by tenant (the alert endpoint under its id's
+	// key, noticeAll): nil until asked, again after an endpoint changes
+	// (under mu), so that a burst of notices (a backlog expiring) does
+	// not look through every endpoint for each.
+	subsMu sync.Mutex
+	subs   map[string][]*endpointLoop
 	// claimCtx ends first on Stop: loops stop claiming. attemptCtx ends
 	// after the grace period: in-flight attempts are abandoned.
 	claimCtx, attemptCtx         context.Context
@@ -330,6 +337,7 @@ func (d *Dispatcher) SetEndpoints(eps []storage.Endpoint) {
 func (d *Dispatcher) UpsertEndpoint(ep storage.Endpoint) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.forgetSubscribers()
 	if l, ok := d.endpoints[ep.ID]; ok {
 		l.update(ep)
 		l.poke()
@@ -353,6 +361,7 @@ func (d *Dispatcher) RemoveEndpoint(id string) {
 
 func (d *Dispatcher) removeLocked(id string) {
 	if l, ok := d.endpoints[id]; ok {
+		d.forgetSubscribers()
 		delete(d.endpoints, id)
 		l.removed.Store(true)
 		if l.cancel != nil {

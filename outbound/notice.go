@@ -91,27 +91,69 @@ func noticeTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// noticeAll keys the alert endpoint in Dispatcher.subs: not a tenant
+// (a tenant is never empty).
+const noticeAll = ""
+
+// subscribers returns the loops of the endpoints that may receive
+// tenant's notices: its endpoints with a glob of operational event types,
+// and the alert endpoint. The caller holds d.mu (read).
+func (d *Dispatcher) subscribers(tenant string) (own []*endpointLoop, alert *endpointLoop) {
+	d.subsMu.Lock()
+	defer d.subsMu.Unlock()
+	if d.subs == nil {
+		d.subs = map[string][]*endpointLoop{}
+		for id, l := range d.endpoints {
+			l.mu.Lock()
+			ep := l.ep
+			l.mu.Unlock()
+			switch {
+			case id == d.cfg.AlertEndpoint:
+				d.subs[noticeAll] = append(d.subs[noticeAll], l)
+			case slices.ContainsFunc(ep.EventTypes, func(g string) bool { return strings.HasPrefix(g, storage.NoticeTypePrefix) }):
+				d.subs[ep.Tenant] = append(d.subs[ep.Tenant], l)
+			}
+		}
+	}
+	if a := d.subs[noticeAll]; len(a) > 0 {
+		alert = a[0]
+	}
+	return d.subs[tenant], alert
+}
+
+// forgetSubscribers drops Dispatcher.subs: an endpoint changed. The
+// caller holds d.mu (write).
+func (d *Dispatcher) forgetSubscribers() {
+	d.subsMu.Lock()
+	d.subs = nil
+	d.subsMu.Unlock()
+}
+
 // recipients are the endpoints a notice of type typ about endpoint about
 // goes to: its tenant's subscribed ones and the alert endpoint, each
 // once, none disabled, never about itself.
 func (d *Dispatcher) recipients(about *storage.Endpoint, typ string) []storage.Endpoint {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	own, alert := d.subscribers(about.Tenant)
 	var out []storage.Endpoint
-	for id, l := range d.endpoints {
-		if id == about.ID {
-			continue
-		}
+	for _, l := range own {
 		l.mu.Lock()
 		ep := l.ep
 		l.mu.Unlock()
+		if ep.ID != about.ID && !ep.Disabled && storage.WantsNotice(ep.EventTypes, typ) {
+			out = append(out, ep)
+		}
+	}
+	if alert != nil {
+		alert.mu.Lock()
+		ep := alert.ep
+		alert.mu.Unlock()
 		// The alert endpoint is the operator's (tenant ""): one of a tenant
 		// gets that tenant's notices only.
-		alert := id == d.cfg.AlertEndpoint && (ep.Tenant == "" || ep.Tenant == about.Tenant)
-		if ep.Disabled || !alert && (ep.Tenant != about.Tenant || !storage.WantsNotice(ep.EventTypes, typ)) {
-			continue
+		if ep.ID != about.ID && !ep.Disabled && (ep.Tenant == "" || ep.Tenant == about.Tenant) {
+			out = append(out, ep)
 		}
-		out = append(out, ep)
 	}
 	slices.SortFunc(out, func(a, b storage.Endpoint) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -137,17 +179,7 @@ func (d *Dispatcher) noticeAbout(about *storage.Endpoint, p NoticePayload, now t
 		ReceivedAt: now, ContentType: "application/json", Body: body,
 		IdempotencyKey: storage.IdempotencyKey(about.Tenant, storage.NoticeSource, id),
 	}
-	n := &storage.Notice{Event: ev}
-	for _, r := range d.recipients(about, p.Type) {
-		// The recipient's tenant: the alert endpoint's ("") differs from
-		// the event's, and a delivery is sent only to its own tenant's.
-		n.Deliveries = append(n.Deliveries, storage.Delivery{
-			ID: storage.NewID("dlv_", now), Event: id, Tenant: r.Tenant, Endpoint: r.ID,
-			IdempotencyKey: ev.IdempotencyKey, State: storage.StatePending,
-			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
-		})
-	}
-	return n
+	return &storage.Notice{Event: ev, Deliveries: storage.NewDeliveries(&ev, d.recipients(about, p.Type), now)}
 }
 
 // EndpointNotice is the operational event an operator's change of an

@@ -421,6 +421,24 @@ type Delivery struct {
 	UpdatedAt  time.Time     `json:"updated_at"`
 }
 
+// NewDeliveries builds one pending delivery of ev per endpoint, due now.
+// Each carries its endpoint's tenant: the event's, but for an operator's
+// alert endpoint (tenant ""), which gets every tenant's operational events.
+func NewDeliveries(ev *Event, endpoints []Endpoint, now time.Time) []Delivery {
+	if len(endpoints) == 0 {
+		return nil
+	}
+	ds := make([]Delivery, len(endpoints))
+	for i, ep := range endpoints {
+		ds[i] = Delivery{
+			ID: NewID("dlv_", now), Event: ev.ID, Tenant: ep.Tenant, Endpoint: ep.ID,
+			IdempotencyKey: ev.IdempotencyKey, State: StatePending,
+			CreatedAt: now, NextAttemptAt: now, RetryFrom: now, UpdatedAt: now,
+		}
+	}
+	return ds
+}
+
 // Job is a claimed delivery with the event it carries.
 type Job struct {
 	Delivery Delivery

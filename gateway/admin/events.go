@@ -251,7 +251,7 @@ func (a *API) replayEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ds := inbound.NewDeliveries(&ev, targets, a.now())
+	ds := storage.NewDeliveries(&ev, targets, a.now())
 	ctx, cancel := writeContext(c)
 	defer cancel()
 	fresh, err := a.notReplayedYet(ctx, c, ds)
